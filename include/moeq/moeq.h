@@ -1,0 +1,593 @@
+/*
+ * moeq.h - the whole public C API of moeq.
+ *
+ * moeq makes quantized Mixture-of-Experts checkpoints in the compressed-tensors
+ * format run on any CPU.  Data flows one way:
+ *
+ *   quantization_config --moeq_config_parse--> moeq_config (immutable)
+ *   layer name          --moeq_resolve-------> group, weight/input args, format
+ *   resolved args       --moeq_select--------> scheme (with the reasons)
+ *   scheme + dims       --moeq_moe_create----> MoE layer: manifest, load, finalize
+ *   tokens              --moeq_moe_apply-----> routed, fused expert forward
+ *
+ * Conventions (hold for every declaration below):
+ * - Functions that can fail return moeq_status and, when `err` is not NULL,
+ *   fill it with the status and a message naming the place (JSON path, layer,
+ *   group, tensor, failing check, what would be accepted).
+ * - Objects are opaque and created by *_parse / *_load / *_create / *_open,
+ *   which write the new object to an OUT pointer only on success (NULL
+ *   otherwise).  *_destroy(NULL) is a no-op.
+ * - Strings returned by the library are owned by the object they came from and
+ *   live as long as it does, unless stated otherwise.
+ * - The library never prints, never exits and never aborts on caller input.
+ * - Thread safety: moeq_config, moeq_checkpoint and a finalized moeq_moe are
+ *   immutable and may be shared by any number of threads.  A moeq_ctx
+ *   (scratch space, thread pool) belongs to one calling thread at a time.
+ *
+ * All structs crossing the ABI hold fixed-width integers, floats and pointers
+ * only (no bitfields, no by-value structs), so ctypes/cffi can mirror them.
+ */
+#ifndef MOEQ_H
+#define MOEQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#  if defined(MOEQ_BUILDING_LIBRARY)
+#    define MOEQ_API __declspec(dllexport)
+#  elif defined(MOEQ_SHARED)
+#    define MOEQ_API __declspec(dllimport)
+#  else
+#    define MOEQ_API
+#  endif
+#else
+#  define MOEQ_API __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define MOEQ_VERSION_MAJOR 0
+#define MOEQ_VERSION_MINOR 1
+#define MOEQ_VERSION_PATCH 0
+#define MOEQ_VERSION_NUMBER \
+    (MOEQ_VERSION_MAJOR * 10000 + MOEQ_VERSION_MINOR * 100 + MOEQ_VERSION_PATCH)
+
+/* "0.1.0": the library's version (compare with the header's MOEQ_VERSION_*). */
+MOEQ_API const char *moeq_version(void);
+/* MOEQ_VERSION_NUMBER of the library that was linked. */
+MOEQ_API int32_t moeq_version_number(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes and errors                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* One list drives the enum, moeq_status_name() and moeq_status_str().
+ * Values are fixed once released; new codes are only appended. */
+#define MOEQ_STATUS_MAP(X)                                                      \
+    X(OK, 0, "success")                                                         \
+    X(NOMEM, 1, "out of memory")                                                \
+    X(INVALID_ARG, 2, "invalid argument")                                       \
+    X(JSON, 3, "malformed JSON")                                                \
+    X(SCHEMA, 4, "config does not follow the compressed-tensors schema")        \
+    X(REGEX, 5, "bad regular expression")                                       \
+    X(NO_MATCH, 6, "nothing matches")                                           \
+    X(AMBIGUOUS, 7, "ambiguous or inconsistent match")                          \
+    X(UNSUPPORTED, 8, "not supported")                                          \
+    X(SHAPE, 9, "wrong shape")                                                  \
+    X(DTYPE, 10, "wrong dtype")                                                 \
+    X(IO, 11, "input/output error")                                             \
+    X(CHECKPOINT, 12, "malformed or incomplete checkpoint")                     \
+    X(STATE, 13, "object is in the wrong state for this call")                  \
+    X(INTERNAL, 14, "internal error")                                           \
+    X(LIMIT, 15, "resource limit exceeded")
+
+typedef enum moeq_status {
+#define MOEQ_X_(name, value, text) MOEQ_STATUS_##name = value,
+    MOEQ_STATUS_MAP(MOEQ_X_)
+#undef MOEQ_X_
+    MOEQ_STATUS_COUNT_
+} moeq_status;
+
+#define MOEQ_OK MOEQ_STATUS_OK
+
+/* "OK", "NOMEM", ...; "UNKNOWN" for a value outside the list. Static storage. */
+MOEQ_API const char *moeq_status_name(int32_t status);
+/* One-line human description ("out of memory"). Static storage. */
+MOEQ_API const char *moeq_status_str(int32_t status);
+
+#define MOEQ_ERROR_MESSAGE_SIZE 2048
+
+/* Caller-provided error record.  On failure the library stores the status in
+ * `code` and a NUL-terminated message in `message` (truncated with "..." when
+ * longer than the buffer).  On success it is left untouched. */
+typedef struct moeq_error {
+    int32_t code;
+    char message[MOEQ_ERROR_MESSAGE_SIZE];
+} moeq_error;
+
+/* Resets `err` to {MOEQ_STATUS_OK, ""}. NULL is accepted. */
+MOEQ_API void moeq_error_clear(moeq_error *err);
+
+/* Log messages: selection decisions (level INFO) and warnings (WARN).
+ * The callback is process-wide, called from whatever thread logs, and must be
+ * thread-safe.  NULL (the default) discards every message. */
+typedef enum moeq_log_level {
+    MOEQ_LOG_DEBUG = 0,
+    MOEQ_LOG_INFO = 1,
+    MOEQ_LOG_WARN = 2
+} moeq_log_level;
+typedef void (*moeq_log_fn)(int32_t level, const char *message, void *user_data);
+MOEQ_API void moeq_set_log_callback(moeq_log_fn fn, void *user_data);
+
+/* ------------------------------------------------------------------------ */
+/* Element types                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Tensor element types (the safetensors set).  Values are stable. */
+#define MOEQ_DTYPE_MAP(X)                                                       \
+    X(INVALID, 0, "invalid", 0)                                                 \
+    X(F64, 1, "F64", 8)                                                         \
+    X(F32, 2, "F32", 4)                                                         \
+    X(F16, 3, "F16", 2)                                                         \
+    X(BF16, 4, "BF16", 2)                                                       \
+    X(F8_E4M3, 5, "F8_E4M3", 1)                                                 \
+    X(F8_E5M2, 6, "F8_E5M2", 1)                                                 \
+    X(I8, 7, "I8", 1)                                                           \
+    X(U8, 8, "U8", 1)                                                           \
+    X(I16, 9, "I16", 2)                                                         \
+    X(U16, 10, "U16", 2)                                                        \
+    X(I32, 11, "I32", 4)                                                        \
+    X(U32, 12, "U32", 4)                                                        \
+    X(I64, 13, "I64", 8)                                                        \
+    X(U64, 14, "U64", 8)                                                        \
+    X(BOOL, 15, "BOOL", 1)
+
+typedef enum moeq_dtype {
+#define MOEQ_X_(name, value, text, size) MOEQ_DTYPE_##name = value,
+    MOEQ_DTYPE_MAP(MOEQ_X_)
+#undef MOEQ_X_
+    MOEQ_DTYPE_COUNT_
+} moeq_dtype;
+
+/* Safetensors spelling ("BF16"); "invalid" for unknown values. Static storage. */
+MOEQ_API const char *moeq_dtype_name(int32_t dtype);
+/* Bytes per element; 0 for unknown values. */
+MOEQ_API size_t moeq_dtype_size(int32_t dtype);
+/* Parses a safetensors dtype tag; MOEQ_DTYPE_INVALID when unknown. */
+MOEQ_API int32_t moeq_dtype_from_name(const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* Quantization args (read-only views of a parsed config)                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum moeq_qtype { MOEQ_QTYPE_INT = 0, MOEQ_QTYPE_FLOAT = 1 } moeq_qtype;
+
+typedef enum moeq_strategy {
+    MOEQ_STRATEGY_TENSOR = 0,
+    MOEQ_STRATEGY_CHANNEL = 1,
+    MOEQ_STRATEGY_GROUP = 2,
+    MOEQ_STRATEGY_BLOCK = 3,
+    MOEQ_STRATEGY_TOKEN = 4,
+    MOEQ_STRATEGY_TENSOR_GROUP = 5,
+    MOEQ_STRATEGY_ATTN_HEAD = 6
+} moeq_strategy;
+
+typedef enum moeq_dynamic {
+    MOEQ_DYNAMIC_FALSE = 0,
+    MOEQ_DYNAMIC_TRUE = 1,
+    MOEQ_DYNAMIC_LOCAL = 2 /* "local": NVFP4 inputs, static global scale */
+} moeq_dynamic;
+
+/* actorder as written.  DYNAMIC is an alias of GROUP and STATIC of WEIGHT;
+ * the alias is kept so that plans print what the config says. */
+typedef enum moeq_actorder {
+    MOEQ_ACTORDER_NONE = 0,
+    MOEQ_ACTORDER_GROUP = 1,
+    MOEQ_ACTORDER_WEIGHT = 2,
+    MOEQ_ACTORDER_DYNAMIC = 3,
+    MOEQ_ACTORDER_STATIC = 4
+} moeq_actorder;
+
+/* One QuantizationArgs object after compressed-tensors' defaults and
+ * derivation rules (strategy inference, actorder aliases, zp_dtype, ...). */
+typedef struct moeq_quant_args {
+    int32_t num_bits;
+    int32_t type;            /* moeq_qtype */
+    int32_t symmetric;       /* 0 or 1 */
+    int32_t group_size;      /* 0 when null, -1 for channel, > 0 otherwise */
+    int32_t strategy;        /* moeq_strategy, always set (inferred if null) */
+    int32_t strategy_given;  /* 1 when the JSON named the strategy */
+    int32_t block_rows;      /* block_structure [rows, cols]; 0 when null */
+    int32_t block_cols;
+    int32_t dynamic;         /* moeq_dynamic */
+    int32_t actorder;        /* moeq_actorder */
+    int32_t scale_dtype;     /* moeq_dtype; MOEQ_DTYPE_INVALID when null */
+    int32_t zp_dtype;        /* moeq_dtype (derived when null), INVALID if symmetric */
+    const char *observer;    /* after derivation; NULL when null */
+} moeq_quant_args;
+
+/* 1 when actorder is GROUP or its alias DYNAMIC. */
+MOEQ_API int32_t moeq_actorder_is_group(int32_t actorder);
+/* Lower-case compressed-tensors spellings ("group", "tensor_group", ...). */
+MOEQ_API const char *moeq_strategy_name(int32_t strategy);
+MOEQ_API const char *moeq_actorder_name(int32_t actorder);
+
+/* Writes a short summary such as "int4 group(64) sym static" into buf
+ * (always NUL-terminated when n > 0).  Returns the length it wanted. */
+MOEQ_API size_t moeq_quant_args_summary(const moeq_quant_args *args, char *buf, size_t n);
+
+/* Compression formats.  NONE means "not given" (a group without its own
+ * format, a config without a top-level format). */
+#define MOEQ_FORMAT_MAP(X)                                                      \
+    X(NONE, 0, "")                                                              \
+    X(DENSE, 1, "dense")                                                        \
+    X(SPARSE_BITMASK, 2, "sparse-bitmask")                                      \
+    X(SPARSE_24_BITMASK, 3, "sparse-24-bitmask")                                \
+    X(INT_QUANTIZED, 4, "int-quantized")                                        \
+    X(FLOAT_QUANTIZED, 5, "float-quantized")                                    \
+    X(NAIVE_QUANTIZED, 6, "naive-quantized")                                    \
+    X(PACK_QUANTIZED, 7, "pack-quantized")                                      \
+    X(MARLIN_24, 8, "marlin-24")                                                \
+    X(MIXED_PRECISION, 9, "mixed-precision")                                    \
+    X(NVFP4_PACK_QUANTIZED, 10, "nvfp4-pack-quantized")                         \
+    X(MXFP4_PACK_QUANTIZED, 11, "mxfp4-pack-quantized")                         \
+    X(MXFP8_QUANTIZED, 12, "mxfp8-quantized")                                   \
+    X(FAKEQUANT, 13, "fakequant")
+
+typedef enum moeq_format {
+#define MOEQ_X_(name, value, text) MOEQ_FORMAT_##name = value,
+    MOEQ_FORMAT_MAP(MOEQ_X_)
+#undef MOEQ_X_
+    MOEQ_FORMAT_COUNT_
+} moeq_format;
+
+/* "pack-quantized", ...; "" for NONE or unknown values. Static storage. */
+MOEQ_API const char *moeq_format_name(int32_t format);
+
+/* ------------------------------------------------------------------------ */
+/* Config                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct moeq_config moeq_config;
+
+/* Options for parsing; pass NULL for the defaults. */
+typedef struct moeq_config_options {
+    /* 1: reject unknown keys (compressed-tensors' own strictness) instead of
+     * recording a warning.  Default 0. */
+    int32_t strict_keys;
+    /* PCRE2 match limit for every target/ignore pattern (0 = default 100000):
+     * a hostile pattern fails with MOEQ_STATUS_LIMIT instead of hanging. */
+    uint32_t regex_match_limit;
+} moeq_config_options;
+
+/* Parses `json` (len bytes, no NUL needed).  Accepts a whole config.json (the
+ * block is taken from quantization_config, text_config.quantization_config or
+ * the legacy compression_config, in that order) or a bare
+ * quantization_config object.  Every target and ignore pattern is compiled
+ * here, once.
+ * @return OK, NOMEM, INVALID_ARG, JSON, SCHEMA, REGEX, UNSUPPORTED.
+ * OUT *out: destroy with moeq_config_destroy. Immutable and thread-safe. */
+MOEQ_API moeq_status moeq_config_parse(const char *json, size_t len,
+                                       const moeq_config_options *opts,
+                                       moeq_config **out, moeq_error *err);
+
+/* Like moeq_config_parse, reading `path`: a model directory (its config.json),
+ * a config.json, or a file holding a bare quantization_config object.
+ * @return as moeq_config_parse, plus IO. */
+MOEQ_API moeq_status moeq_config_load(const char *path, const moeq_config_options *opts,
+                                      moeq_config **out, moeq_error *err);
+
+MOEQ_API void moeq_config_destroy(moeq_config *cfg);
+
+/* Where the block was found: "quantization_config",
+ * "text_config.quantization_config", "compression_config" or "" (bare). */
+MOEQ_API const char *moeq_config_source_key(const moeq_config *cfg);
+/* Top-level "format" (MOEQ_FORMAT_NONE when absent). */
+MOEQ_API int32_t moeq_config_format(const moeq_config *cfg);
+/* The writer's "version" string, "" when absent. */
+MOEQ_API const char *moeq_config_version(const moeq_config *cfg);
+/* quantization_status ("" when absent). */
+MOEQ_API const char *moeq_config_quantization_status(const moeq_config *cfg);
+/* The raw JSON text of a top-level object the parser keeps but does not
+ * interpret: key is "sparsity_config", "transform_config" or
+ * "kv_cache_scheme".  NULL when absent or null. */
+MOEQ_API const char *moeq_config_raw(const moeq_config *cfg, const char *key);
+/* kv_cache_scheme as parsed QuantizationArgs; NULL when absent or null. */
+MOEQ_API const moeq_quant_args *moeq_config_kv_cache_scheme(const moeq_config *cfg);
+
+MOEQ_API uint32_t moeq_config_ignore_count(const moeq_config *cfg);
+/* i-th ignore entry as written ("lm_head", "re:.*mlp\\.gate$"); NULL if out of range. */
+MOEQ_API const char *moeq_config_ignore(const moeq_config *cfg, uint32_t i);
+
+/* Warnings recorded while parsing (unknown keys, deprecated forms, ...). */
+MOEQ_API uint32_t moeq_config_warning_count(const moeq_config *cfg);
+MOEQ_API const char *moeq_config_warning(const moeq_config *cfg, uint32_t i);
+
+/* One config group, in JSON order.  Pointers live as long as the config. */
+typedef struct moeq_group_view {
+    const char *name;                         /* "group_0", or a preset name */
+    uint32_t index;                           /* position in config_groups */
+    uint32_t n_targets;
+    const char *const *targets;               /* as written */
+    const moeq_quant_args *weights;           /* NULL when null/absent */
+    const moeq_quant_args *input_activations; /* NULL when null/absent */
+    const moeq_quant_args *output_activations;/* NULL when null/absent */
+    int32_t format;                           /* the group's own format, or NONE */
+    int32_t preset;                           /* 1 when expanded from a preset name */
+} moeq_group_view;
+
+MOEQ_API uint32_t moeq_config_group_count(const moeq_config *cfg);
+/* @return OK, INVALID_ARG (NULL or i out of range). */
+MOEQ_API moeq_status moeq_config_group(const moeq_config *cfg, uint32_t i,
+                                       moeq_group_view *out);
+
+/* Model hyper-parameters from the same config.json (looked up first at the top
+ * level, then under text_config): "num_experts", "n_routed_experts",
+ * "num_experts_per_tok", "hidden_size", "moe_intermediate_size",
+ * "norm_topk_prob", "n_group", "topk_group", "routed_scaling_factor", ...
+ * Booleans read as 0/1.  @return OK, NO_MATCH (absent or not a number/bool). */
+MOEQ_API moeq_status moeq_config_model_number(const moeq_config *cfg, const char *key,
+                                              double *out);
+/* A string-valued model field ("scoring_func", "model_type"); NULL if absent. */
+MOEQ_API const char *moeq_config_model_string(const moeq_config *cfg, const char *key);
+
+/* ------------------------------------------------------------------------ */
+/* Resolving layer names                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* What a module is: class targets depend on it ("Linear" matches LINEAR and,
+ * as engines do, EXPERT projections; "FusedMoE"/"RoutedExperts" match
+ * EXPERT projections and MoE layers). */
+typedef enum moeq_module_kind {
+    MOEQ_MODULE_LINEAR = 0, /* an nn.Linear: attention, dense or shared-expert MLP */
+    MOEQ_MODULE_EXPERT = 1, /* one projection of one routed expert */
+    MOEQ_MODULE_OTHER = 2   /* norms, embeddings, routers treated as non-linear */
+} moeq_module_kind;
+
+typedef enum moeq_precedence {
+    /* compressed-tensors: exact name > regex (lexicographic by target text)
+     * > class target. */
+    MOEQ_PRECEDENCE_CT = 0,
+    /* vLLM/SGLang: first target in config order that matches by name, then
+     * class targets. */
+    MOEQ_PRECEDENCE_ENGINE = 1
+} moeq_precedence;
+
+/* One fused-name rule: a layer named "...<fused>" stands for its shards. */
+typedef struct moeq_fused_name {
+    const char *fused;          /* "qkv_proj" */
+    uint32_t n_shards;
+    const char *const *shards;  /* {"q_proj", "k_proj", "v_proj"} */
+} moeq_fused_name;
+
+/* Options for moeq_resolve*; NULL means all defaults. */
+typedef struct moeq_resolve_options {
+    int32_t precedence;                /* moeq_precedence, default CT */
+    /* Fused names; n_fused == 0 and fused == NULL give the defaults
+     * qkv_proj -> q/k/v_proj and gate_up_proj -> gate/up_proj.  To disable
+     * fused handling, set no_fused = 1. */
+    uint32_t n_fused;
+    const moeq_fused_name *fused;
+    int32_t no_fused;
+} moeq_resolve_options;
+
+typedef enum moeq_match_status {
+    MOEQ_MATCH_QUANTIZED = 0, /* a group matched and the module is not ignored */
+    MOEQ_MATCH_IGNORED = 1,   /* an ignore entry matched (ignore always wins) */
+    MOEQ_MATCH_UNMATCHED = 2  /* no target matched: the module is not quantized */
+} moeq_match_status;
+
+/* Flags in moeq_resolution.flags. */
+#define MOEQ_RESOLVE_ORDER_DISAGREES 0x1u /* the other precedence picks another group */
+#define MOEQ_RESOLVE_FUSED 0x2u           /* resolved through fused shards */
+
+/* Result of resolving one name.  Pointers live as long as the config. */
+typedef struct moeq_resolution {
+    int32_t status;                           /* moeq_match_status */
+    int32_t group_index;                      /* -1 unless QUANTIZED */
+    const char *group_name;                   /* NULL unless QUANTIZED */
+    const char *target;                       /* the winning target text */
+    int32_t format;                           /* effective format (group > top-level > inferred) */
+    const moeq_quant_args *weights;           /* NULL when the group has none */
+    const moeq_quant_args *input_activations;
+    const moeq_quant_args *output_activations;
+    int32_t ignore_index;                     /* which ignore entry matched, or -1 */
+    uint32_t flags;                           /* MOEQ_RESOLVE_* */
+    int32_t other_group_index;                /* group the other precedence picks (-1: none) */
+} moeq_resolution;
+
+/* Resolves one module name.  A name ending in a fused suffix (qkv_proj,
+ * gate_up_proj, ...) resolves its shards, which must agree.
+ * Thread-safe on a shared config.
+ * @return OK (also for IGNORED/UNMATCHED), INVALID_ARG, AMBIGUOUS (fused
+ *         shards disagree), LIMIT (regex match limit hit), NOMEM. */
+MOEQ_API moeq_status moeq_resolve(const moeq_config *cfg, const char *name, int32_t kind,
+                                  const moeq_resolve_options *opts, moeq_resolution *out,
+                                  moeq_error *err);
+
+/* Resolves a fused-experts layer: `prefix` such as "model.layers.3.mlp.experts"
+ * with `num_experts` experts whose projections are named proj_names[0..2]
+ * (gate, up, down; NULL means gate_proj, up_proj, down_proj).  Every expert's
+ * three projections are resolved (kind EXPERT, name "<prefix>.<e>.<proj>");
+ * they must all be ignored/unmatched, or all carry equal weight args, input
+ * args and format.  The result is the common resolution (of expert 0's gate).
+ * @return OK, INVALID_ARG, AMBIGUOUS (with the list of which experts and
+ *         projections resolve to which groups), LIMIT, NOMEM. */
+MOEQ_API moeq_status moeq_resolve_moe(const moeq_config *cfg, const char *prefix,
+                                      uint32_t num_experts, const char *const *proj_names,
+                                      const moeq_resolve_options *opts, moeq_resolution *out,
+                                      moeq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Schemes and selection                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* MoE schemes.  Names are stable (plan output, bindings and tests use them). */
+#define MOEQ_SCHEME_MAP(X)                                                      \
+    X(UNQUANTIZED, 0, "unquantized")                                            \
+    X(WNA16, 1, "wna16")                                                        \
+    X(MXINT4, 2, "mxint4")                                                      \
+    X(W4A16_NVFP4, 3, "w4a16_nvfp4")                                            \
+    X(W4A4_NVFP4, 4, "w4a4_nvfp4")                                              \
+    X(W4A16_MXFP4, 5, "w4a16_mxfp4")                                            \
+    X(W8A16_FP8, 6, "w8a16_fp8")                                                \
+    X(W8A8_FP8, 7, "w8a8_fp8")                                                  \
+    X(W8A8_INT8, 8, "w8a8_int8")                                                \
+    X(W4A8_INT8, 9, "w4a8_int8")                                                \
+    X(W4A8_FP8, 10, "w4a8_fp8")                                                 \
+    X(NPU_W8A8_INT8, 11, "npu_w8a8_int8")                                       \
+    X(NPU_W4A8_INT8, 12, "npu_w4a8_int8")                                       \
+    X(NPU_W4A16_INT4, 13, "npu_w4a16_int4")
+
+typedef enum moeq_scheme_id {
+#define MOEQ_X_(name, value, text) MOEQ_SCHEME_##name = value,
+    MOEQ_SCHEME_MAP(MOEQ_X_)
+#undef MOEQ_X_
+    MOEQ_SCHEME_COUNT
+} moeq_scheme_id;
+
+/* "wna16", ...; NULL for an unknown id. Static storage. */
+MOEQ_API const char *moeq_scheme_name(int32_t scheme);
+/* The id for a name; -1 when unknown. */
+MOEQ_API int32_t moeq_scheme_from_name(const char *name);
+/* One-line description of what the scheme computes. Static storage. */
+MOEQ_API const char *moeq_scheme_summary(int32_t scheme);
+
+typedef enum moeq_platform {
+    MOEQ_PLATFORM_CPU = 0, /* default: every scheme runs on the CPU */
+    MOEQ_PLATFORM_NPU = 1  /* pick the npu_* layouts where SGLang does on Ascend */
+} moeq_platform;
+
+typedef struct moeq_select_options {
+    int32_t platform;      /* moeq_platform */
+    int32_t prefer_mxint4; /* int4 group-32 symmetric weight-only -> mxint4, not wna16 */
+} moeq_select_options;
+
+#define MOEQ_SELECT_REASON_SIZE 2048
+
+/* The choice and its explanation. */
+typedef struct moeq_selection {
+    int32_t scheme; /* moeq_scheme_id, or -1 when nothing accepts */
+    /* Why: the accepting predicate, then one line per scheme tried before it
+     * ("wna16: rejected: input_activations present"). */
+    char reason[MOEQ_SELECT_REASON_SIZE];
+} moeq_selection;
+
+/* Selects the MoE scheme for a resolution (from moeq_resolve_moe).  An
+ * ignored or unmatched resolution selects "unquantized".  `layer` is only used
+ * in messages and may be NULL.  Logs the decision at INFO level.
+ * @return OK, INVALID_ARG, UNSUPPORTED (nothing accepts: the message names
+ *         the layer, the group, the args and each scheme's rejection). */
+MOEQ_API moeq_status moeq_select(const moeq_resolution *res, const char *layer,
+                                 const moeq_select_options *opts, moeq_selection *out,
+                                 moeq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Plans                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct moeq_plan_options {
+    const moeq_resolve_options *resolve; /* NULL: defaults */
+    const moeq_select_options *select;   /* NULL: defaults */
+    int32_t json;                        /* 1: JSON array, 0: aligned text table */
+} moeq_plan_options;
+
+/* Plans every line of `layers` (len bytes): one layer per line, either
+ * "NAME" (a linear layer) or "NAME moe N [GATE,UP,DOWN]" (a fused-experts
+ * prefix with N experts).  Blank lines and lines starting with '#' are
+ * skipped.  Writes the table or JSON text to *out_text (NUL-terminated,
+ * free with moeq_free) and the number of lines in error to *out_errors.
+ * JSON: an array with one object per layer line, keys layer, kind, status,
+ * group, target, format, scheme, weights, input_activations, warnings, error.
+ * @return OK (even when some lines are in error), INVALID_ARG (a malformed
+ *         line: the message gives its number), NOMEM. */
+MOEQ_API moeq_status moeq_plan(const moeq_config *cfg, const char *layers, size_t len,
+                               const moeq_plan_options *opts, char **out_text,
+                               uint32_t *out_errors, moeq_error *err);
+
+/* Frees memory the library handed out (plan text, lists). NULL is a no-op. */
+MOEQ_API void moeq_free(void *p);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors, checkpoints (safetensors) and dequantization                     */
+/* ------------------------------------------------------------------------ */
+
+#define MOEQ_MAX_DIMS 8
+
+/* A view of one tensor: row-major (C order), little-endian, dense. */
+typedef struct moeq_tensor {
+    const char *name;      /* full name ("model.layers.3.mlp.experts.7.up_proj.weight_packed") */
+    int32_t dtype;         /* moeq_dtype */
+    int32_t ndim;          /* 0..MOEQ_MAX_DIMS */
+    int64_t shape[MOEQ_MAX_DIMS];
+    const void *data;
+    uint64_t nbytes;       /* product(shape) * dtype size */
+    const char *file;      /* the file it lives in (checkpoint tensors), else NULL */
+} moeq_tensor;
+
+typedef struct moeq_checkpoint moeq_checkpoint;
+
+/* Opens a safetensors checkpoint: a model directory (model.safetensors or
+ * model.safetensors.index.json with its shards), a single .safetensors file,
+ * or an index file.  Files are memory-mapped; every header is validated
+ * (length bounds, JSON, dtypes, offsets in range and not overlapping,
+ * size = shape x dtype size) and errors name the file and the tensor.
+ * @return OK, INVALID_ARG, IO, CHECKPOINT, NOMEM.
+ * OUT *out: close with moeq_checkpoint_close.  Immutable and thread-safe. */
+MOEQ_API moeq_status moeq_checkpoint_open(const char *path, moeq_checkpoint **out,
+                                          moeq_error *err);
+MOEQ_API void moeq_checkpoint_close(moeq_checkpoint *ckpt);
+
+/* Number of tensors over all files. */
+MOEQ_API uint64_t moeq_checkpoint_tensor_count(const moeq_checkpoint *ckpt);
+/* The i-th tensor in name order.  @return OK, INVALID_ARG. */
+MOEQ_API moeq_status moeq_checkpoint_tensor(const moeq_checkpoint *ckpt, uint64_t i,
+                                            moeq_tensor *out);
+/* Finds a tensor by exact name.  @return OK, NO_MATCH, INVALID_ARG. */
+MOEQ_API moeq_status moeq_checkpoint_find(const moeq_checkpoint *ckpt, const char *name,
+                                          moeq_tensor *out);
+
+/* Writes `n` tensors to a new .safetensors file at `path` (header keys in
+ * name order, 8-byte aligned data).  `metadata_json` is an optional JSON
+ * object of string values for "__metadata__" (NULL for none).
+ * @return OK, INVALID_ARG, IO, NOMEM. */
+MOEQ_API moeq_status moeq_safetensors_write(const char *path, const moeq_tensor *tensors,
+                                            uint32_t n, const char *metadata_json,
+                                            moeq_error *err);
+
+/* Flags for moeq_dequantize (see moeq_config_dequant_flags). */
+#define MOEQ_DEQUANT_LEGACY_PACKING 0x1u /* pack-quantized written by compressed-tensors < 0.18:
+                                            floor(32/b) values per int32 word */
+#define MOEQ_DEQUANT_MXFP4_V013 0x2u     /* mxfp4 scales written by 0.13.0 (2 too small) */
+
+/* The flags a checkpoint written by this config's version needs. */
+MOEQ_API uint32_t moeq_config_dequant_flags(const moeq_config *cfg);
+
+/* Dequantizes one module's weight.  `weights` and `format` come from
+ * moeq_resolve; `tensors` are the module's tensors (names may be full or just
+ * the parameter: "weight_packed", "weight_scale", "weight_zero_point",
+ * "weight_g_idx", "weight_shape", "weight_global_scale", "weight").  `module`
+ * names the module in messages.  Writes the [out_features, in_features]
+ * matrix in out_dtype (F32, BF16 or F16) to `out` (out_bytes large) and its
+ * shape to out_shape.  With out == NULL only out_shape is computed.
+ * Every tensor's presence, dtype and shape is checked first.
+ * @return OK, INVALID_ARG, SHAPE, DTYPE, CHECKPOINT (a tensor is missing),
+ *         UNSUPPORTED (format/args combination), NOMEM. */
+MOEQ_API moeq_status moeq_dequantize(const moeq_quant_args *weights, int32_t format,
+                                     uint32_t flags, const char *module,
+                                     const moeq_tensor *tensors, uint32_t n_tensors,
+                                     int32_t out_dtype, void *out, uint64_t out_bytes,
+                                     int64_t out_shape[2], moeq_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOEQ_H */

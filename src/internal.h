@@ -1,0 +1,79 @@
+/*
+ * internal.h - helpers shared by the library's source files.  Never installed.
+ * Internal cross-file names use the moeq__ prefix.
+ */
+#ifndef MOEQ_INTERNAL_H
+#define MOEQ_INTERNAL_H
+
+#include "moeq/moeq.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MOEQ__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define MOEQ__PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#else
+#define MOEQ__PRINTF(fmt_idx, arg_idx)
+#endif
+
+/* Fills `err` (if not NULL) with `code` and the formatted message; returns code.
+ * Long messages are truncated with "...". */
+moeq_status moeq__error(moeq_error *err, moeq_status code, const char *fmt, ...)
+    MOEQ__PRINTF(3, 4);
+moeq_status moeq__verror(moeq_error *err, moeq_status code, const char *fmt, va_list ap);
+
+/* Prepends "<prefix>: " to an error message already in `err` (used to add the
+ * layer or file name as an error travels up).  Returns err->code (or the
+ * given code when err is NULL). */
+moeq_status moeq__error_prefix(moeq_error *err, moeq_status code, const char *fmt, ...)
+    MOEQ__PRINTF(3, 4);
+
+/* Sends a message to the user's log callback (if any). */
+void moeq__log(int32_t level, const char *fmt, ...) MOEQ__PRINTF(2, 3);
+bool moeq__log_enabled(void);
+
+/* Allocation.  All library allocations go through these so that tests can
+ * make the n-th allocation fail (moeq__test_fail_alloc_after). */
+void *moeq__malloc(size_t n);
+void *moeq__calloc(size_t count, size_t size);
+void *moeq__realloc(void *p, size_t n);
+void moeq__free(void *p);
+char *moeq__strdup(const char *s);
+char *moeq__strndup(const char *s, size_t n);
+/* Test hook: after `n` more successful allocations, every allocation fails;
+ * a negative n disables the hook.  Not thread-safe; tests only. */
+void moeq__test_fail_alloc_after(long n);
+
+/* Overflow-checked size arithmetic: returns false on overflow. */
+bool moeq__mul_size(size_t a, size_t b, size_t *out);
+bool moeq__add_size(size_t a, size_t b, size_t *out);
+
+/* A growable NUL-terminated string.  On allocation failure `failed` is set
+ * and later appends are ignored, so callers check once at the end. */
+typedef struct moeq__sb {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool failed;
+} moeq__sb;
+
+void moeq__sb_init(moeq__sb *sb);
+void moeq__sb_free(moeq__sb *sb);
+void moeq__sb_append(moeq__sb *sb, const char *s, size_t n);
+void moeq__sb_puts(moeq__sb *sb, const char *s);
+void moeq__sb_putc(moeq__sb *sb, char c);
+void moeq__sb_printf(moeq__sb *sb, const char *fmt, ...) MOEQ__PRINTF(2, 3);
+/* Appends `s` as a JSON string literal (quotes and escapes included). */
+void moeq__sb_json_string(moeq__sb *sb, const char *s);
+/* Hands the buffer over (caller frees with moeq__free); NULL if it failed. */
+char *moeq__sb_take(moeq__sb *sb);
+
+/* Reads a whole file into a NUL-terminated buffer (free with moeq__free).
+ * Errors name the path. */
+moeq_status moeq__read_file(const char *path, char **out, size_t *out_len, moeq_error *err);
+
+#endif /* MOEQ_INTERNAL_H */

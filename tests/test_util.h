@@ -1,0 +1,36 @@
+/*
+ * test_util.h - helpers shared by the Check suites.  Each tests/check_<module>.c
+ * defines `Suite *<module>_suite(void)` and ends with MOEQ_TEST_MAIN(<module>_suite).
+ */
+#ifndef MOEQ_TEST_UTIL_H
+#define MOEQ_TEST_UTIL_H
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moeq/moeq.h"
+
+#ifndef MOEQ_TEST_DATA_DIR
+#define MOEQ_TEST_DATA_DIR "tests/data"
+#endif
+
+/* Asserts a status, printing the error message when it differs. */
+#define ck_assert_status(got, want, errp)                                              \
+    ck_assert_msg((int)(got) == (int)(want), "status %s, want %s: %s",                 \
+                  moeq_status_name((int)(got)), moeq_status_name((int)(want)),          \
+                  (errp) ? (errp)->message : "")
+
+#define ck_assert_ok(got, errp) ck_assert_status(got, MOEQ_STATUS_OK, errp)
+
+#define MOEQ_TEST_MAIN(suite_fn)                                                       \
+    int main(void) {                                                                    \
+        SRunner *sr = srunner_create(suite_fn());                                       \
+        srunner_run_all(sr, CK_NORMAL);                                                 \
+        int failed = srunner_ntests_failed(sr);                                         \
+        srunner_free(sr);                                                               \
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;                               \
+    }
+
+#endif

@@ -12,13 +12,13 @@ typedef struct moeq__matcher moeq__matcher; /* match.c */
 
 typedef struct moeq__group {
     char *name;
-    uint32_t index;      /* position in config_groups (JSON order) */
+    uint32_t index; /* position in config_groups (JSON order) */
     uint32_t n_targets;
-    char **targets;      /* as written */
+    char **targets; /* as written */
     bool has_weights, has_input, has_output;
     moeq_quant_args weights, input, output;
-    int32_t format;      /* the group's own "format", MOEQ_FORMAT_NONE when absent/null */
-    int32_t preset;      /* 1 when expanded from a preset name (value was a target list) */
+    int32_t format; /* the group's own "format", MOEQ_FORMAT_NONE when absent/null */
+    int32_t preset; /* 1 when expanded from a preset name (value was a target list) */
 } moeq__group;
 
 /* A numeric or string field of the model's config.json (num_experts, ...). */
@@ -30,16 +30,16 @@ typedef struct moeq__model_field {
 } moeq__model_field;
 
 struct moeq_config {
-    char *source_key;          /* "quantization_config", ... or "" for a bare block */
+    char *source_key; /* "quantization_config", ... or "" for a bare block */
     char *quant_method;
-    int32_t format;            /* top-level format, MOEQ_FORMAT_NONE when absent */
-    char *version;             /* "" when absent */
+    int32_t format; /* top-level format, MOEQ_FORMAT_NONE when absent */
+    char *version;  /* "" when absent */
     int version_major, version_minor, version_patch; /* -1 when absent/unparsable */
-    char *quantization_status; /* "" when absent */
+    char *quantization_status;                       /* "" when absent */
     bool has_global_compression_ratio;
     double global_compression_ratio;
 
-    char *raw_sparsity;        /* re-serialised JSON, NULL when absent/null */
+    char *raw_sparsity; /* re-serialised JSON, NULL when absent/null */
     char *raw_transform;
     char *raw_kv_cache;
     bool has_kv_cache;
@@ -49,7 +49,7 @@ struct moeq_config {
     moeq__group *groups;
 
     uint32_t n_ignore;
-    char **ignore;             /* as written */
+    char **ignore; /* as written */
 
     uint32_t n_warnings;
     char **warnings;
@@ -58,7 +58,7 @@ struct moeq_config {
     moeq__model_field *model_fields;
 
     uint32_t regex_match_limit;
-    moeq__matcher *matcher;    /* compiled targets and ignore entries */
+    moeq__matcher *matcher; /* compiled targets and ignore entries */
 };
 
 /* Compressed-tensors format inference for a group without an explicit format

@@ -22,8 +22,7 @@
 
 /* Fills `err` (if not NULL) with `code` and the formatted message; returns code.
  * Long messages are truncated with "...". */
-moeq_status moeq__error(moeq_error *err, moeq_status code, const char *fmt, ...)
-    MOEQ__PRINTF(3, 4);
+moeq_status moeq__error(moeq_error *err, moeq_status code, const char *fmt, ...) MOEQ__PRINTF(3, 4);
 moeq_status moeq__verror(moeq_error *err, moeq_status code, const char *fmt, va_list ap);
 
 /* Prepends "<prefix>: " to an error message already in `err` (used to add the

@@ -1,0 +1,31 @@
+/* w4a4_nvfp4.c - NVFP4 weights and NVFP4 activations: inputs quantized per
+ * 16 elements at run time against a static input_global_scale ("local"). */
+#include "scheme.h"
+
+static bool accepts(const moeq__select_in *in, char *why, size_t n) {
+    if (!moeq__need_nvfp4_weights(in, why, n)) return false;
+    if (!moeq__need_input_type(in, MOEQ_QTYPE_FLOAT, 4, why, n)) return false;
+    const moeq_quant_args *a = in->a;
+    if (a->strategy != MOEQ_STRATEGY_TENSOR_GROUP || a->group_size != 16) {
+        return moeq__reject(why, n, "input activations are %s(%d); needs tensor_group(16)",
+                            moeq_strategy_name(a->strategy), (int)a->group_size);
+    }
+    if (a->dynamic != MOEQ_DYNAMIC_LOCAL) {
+        return moeq__reject(why, n,
+                            "input activations must be dynamic \"local\" (local scales "
+                            "at run time, static input_global_scale)");
+    }
+    return moeq__need_format(in, MOEQ__BIT(MOEQ_FORMAT_NVFP4_PACK_QUANTIZED), why, n);
+}
+
+MOEQ__SCHEME_PENDING_SLOTS("w4a4_nvfp4")
+
+const moeq__scheme moeq__scheme_w4a4_nvfp4 = {
+    .id = MOEQ_SCHEME_W4A4_NVFP4,
+    .name = "w4a4_nvfp4",
+    .summary = "NVFP4 weights and NVFP4 (local, global-scaled) activations",
+    .accepts = accepts,
+    .create_weights = pending_create,
+    .finalize = pending_finalize,
+    .apply = pending_apply,
+};

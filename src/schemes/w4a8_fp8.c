@@ -1,0 +1,22 @@
+/* w4a8_fp8.c - int4 weights (group or channel scales, symmetric) and FP8
+ * activations (dynamic per token or tensor, or static per tensor). */
+#include "scheme.h"
+
+static bool accepts(const moeq__select_in *in, char *why, size_t n) {
+    if (!moeq__need_int4_sym_weights(in, why, n)) return false;
+    if (!moeq__need_input_type(in, MOEQ_QTYPE_FLOAT, 8, why, n)) return false;
+    if (!moeq__need_input_mode(in, MOEQ__TOKEN_OR_TENSOR, true, why, n)) return false;
+    return moeq__need_format(in, MOEQ__INT_FORMATS, why, n);
+}
+
+MOEQ__SCHEME_PENDING_SLOTS("w4a8_fp8")
+
+const moeq__scheme moeq__scheme_w4a8_fp8 = {
+    .id = MOEQ_SCHEME_W4A8_FP8,
+    .name = "w4a8_fp8",
+    .summary = "int4 weights x FP8 activations (dynamic token/tensor or static tensor)",
+    .accepts = accepts,
+    .create_weights = pending_create,
+    .finalize = pending_finalize,
+    .apply = pending_apply,
+};

@@ -1,0 +1,305 @@
+/*
+ * check_registry.c - the scheme registry and the selection policy: every
+ * scheme fills every slot, each scheme name is selected by the configs it is
+ * meant for, predicates do not overlap, and rejections explain themselves.
+ */
+#include "test_util.h"
+#include "scheme.h"
+
+START_TEST(test_every_slot_filled) {
+    for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
+        const moeq__scheme *s = moeq__scheme_get(id);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_int_eq(s->id, id);
+        ck_assert_ptr_nonnull(s->name);
+        ck_assert_ptr_nonnull(s->summary);
+        ck_assert_msg(s->accepts && s->create_weights && s->finalize && s->apply,
+                      "scheme %s lacks a slot", s->name);
+        ck_assert_str_eq(moeq_scheme_name(id), s->name);
+        ck_assert_int_eq(moeq_scheme_from_name(s->name), id);
+        ck_assert_str_eq(moeq_scheme_summary(id), s->summary);
+    }
+    ck_assert_ptr_null(moeq_scheme_name(MOEQ_SCHEME_COUNT));
+    ck_assert_int_eq(moeq_scheme_from_name("marlin"), -1);
+    ck_assert_int_eq(moeq_scheme_from_name(NULL), -1);
+}
+END_TEST
+
+/* Until the MoE layer lands, the MoE slots report themselves as pending with a
+ * message naming the scheme and the slot; this test lists them. */
+START_TEST(test_pending_slots_are_reported) {
+    int pending = 0;
+    for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
+        const moeq__scheme *s = moeq__scheme_get(id);
+        moeq_error err;
+        moeq_status st = s->create_weights(NULL, &err);
+        if (st == MOEQ_STATUS_UNSUPPORTED) {
+            ck_assert_ptr_nonnull(strstr(err.message, s->name));
+            ck_assert_ptr_nonnull(strstr(err.message, "create_weights"));
+            st = s->finalize(NULL, &err);
+            ck_assert_int_eq(st, MOEQ_STATUS_UNSUPPORTED);
+            ck_assert_ptr_nonnull(strstr(err.message, "finalize"));
+            st = s->apply(NULL, NULL, &err);
+            ck_assert_int_eq(st, MOEQ_STATUS_UNSUPPORTED);
+            ck_assert_ptr_nonnull(strstr(err.message, "apply"));
+            printf("pending: %s create_weights/finalize/apply\n", s->name);
+            pending++;
+        }
+    }
+    printf("%d of %d schemes have pending MoE slots\n", pending, MOEQ_SCHEME_COUNT);
+}
+END_TEST
+
+/* One group -> resolve a MoE layer -> select. */
+typedef struct select_case {
+    const char *weights;  /* JSON or "null" */
+    const char *inputs;   /* JSON or "null" */
+    const char *format;   /* group format */
+    int32_t platform;
+    int32_t prefer_mxint4;
+    const char *scheme;   /* expected name, or NULL for UNSUPPORTED */
+} select_case;
+
+static const select_case k_cases[] = {
+    /* wna16: int4/int8 group/channel, sym/asym, actorder; GLM group_1 */
+    {"{\"num_bits\":4,\"group_size\":64,\"strategy\":\"group\"}", "null", "pack-quantized", 0, 0, "wna16"},
+    {"{\"num_bits\":8,\"group_size\":-1}", "null", "pack-quantized", 0, 0, "wna16"},
+    {"{\"num_bits\":4,\"group_size\":128,\"symmetric\":false}", "null", "pack-quantized", 0, 0, "wna16"},
+    {"{\"num_bits\":4,\"group_size\":128,\"actorder\":\"group\"}", "null", "pack-quantized", 0, 0, "wna16"},
+    {"{\"num_bits\":3,\"group_size\":128}", "null", "pack-quantized", 0, 0, "wna16"},
+    {"{\"num_bits\":8,\"group_size\":128}", "null", "naive-quantized", 0, 0, "wna16"},
+    /* mxint4 only on request */
+    {"{\"num_bits\":4,\"group_size\":32}", "null", "pack-quantized", 0, 1, "mxint4"},
+    {"{\"num_bits\":4,\"group_size\":32}", "null", "pack-quantized", 0, 0, "wna16"},
+    {"{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized", 0, 1, "wna16"},
+    /* NVFP4 */
+    {"{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16}", "null",
+     "nvfp4-pack-quantized", 0, 0, "w4a16_nvfp4"},
+    {"{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16}",
+     "{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16,\"dynamic\":\"local\"}",
+     "nvfp4-pack-quantized", 0, 0, "w4a4_nvfp4"},
+    /* MXFP4, weight-only and W4A4 */
+    {"{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}", "null",
+     "mxfp4-pack-quantized", 0, 0, "w4a16_mxfp4"},
+    {"{\"num_bits\":4,\"type\":\"float\",\"group_size\":32}",
+     "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"dynamic\":true}", "mxfp4-pack-quantized", 0, 0,
+     "w4a16_mxfp4"},
+    /* FP8 */
+    {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}", "null", "naive-quantized", 0, 0, "w8a16_fp8"},
+    {"{\"num_bits\":8,\"type\":\"float\"}", "null", "float-quantized", 0, 0, "w8a16_fp8"},
+    {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}", "float-quantized", 0, 0,
+     "w8a8_fp8"},
+    {"{\"num_bits\":8,\"type\":\"float\"}", "{\"num_bits\":8,\"type\":\"float\"}", "naive-quantized", 0, 0,
+     "w8a8_fp8"},
+    {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"block\",\"block_structure\":[128,128]}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,\"dynamic\":true}",
+     "float-quantized", 0, 0, "w8a8_fp8"},
+    /* SGLang asserts on these combinations; moeq runs them. */
+    {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\",\"dynamic\":true}", "float-quantized", 0, 0,
+     "w8a8_fp8"},
+    /* int8 W8A8 dynamic and static (SGLang: NPU-only / RuntimeError) */
+    {"{\"num_bits\":8,\"strategy\":\"channel\"}",
+     "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "int-quantized", 0, 0, "w8a8_int8"},
+    {"{\"num_bits\":8,\"strategy\":\"channel\"}", "{\"num_bits\":8}", "int-quantized", 0, 0, "w8a8_int8"},
+    {"{\"num_bits\":8,\"strategy\":\"channel\"}",
+     "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "int-quantized", 1, 0, "npu_w8a8_int8"},
+    /* W4A8: int and FP8 activations, pack- or int-quantized, on a mixed-precision config */
+    {"{\"num_bits\":4,\"group_size\":128}", "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}",
+     "int-quantized", 0, 0, "w4a8_int8"},
+    {"{\"num_bits\":4,\"group_size\":128}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}", "pack-quantized", 0, 0,
+     "w4a8_fp8"},
+    {"{\"num_bits\":4,\"group_size\":128}", "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}",
+     "int-quantized", 1, 0, "npu_w4a8_int8"},
+    /* NPU W4A16 */
+    {"{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized", 1, 0, "npu_w4a16_int4"},
+    /* NPU platform, config the NPU layouts do not take: the CPU scheme runs
+     * (SGLang silently loads it unquantized). */
+    {"{\"num_bits\":8,\"group_size\":128,\"symmetric\":false}", "null", "pack-quantized", 1, 0, "wna16"},
+    /* dense format: weights were stored decompressed */
+    {"{\"num_bits\":4,\"group_size\":128}", "null", "dense", 0, 0, "unquantized"},
+    /* Nothing takes these. */
+    {"{\"num_bits\":4}", "null", "pack-quantized", 0, 0, NULL},
+    {"{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}", "null",
+     "mxfp8-quantized", 0, 0, NULL},
+    {"{\"num_bits\":4,\"group_size\":128,\"symmetric\":false}",
+     "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "pack-quantized", 0, 0, NULL},
+    {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}", "mxfp4-pack-quantized", 0, 0,
+     NULL},
+};
+
+static moeq_config *one_group(const select_case *c) {
+    char json[4096];
+    snprintf(json, sizeof json,
+             "{\"quant_method\":\"compressed-tensors\",\"format\":\"mixed-precision\","
+             "\"config_groups\":{\"experts\":{\"targets\":[\"re:.*experts.*\"],\"format\":\"%s\","
+             "\"weights\":%s,\"input_activations\":%s}}}",
+             c->format, c->weights, c->inputs);
+    moeq_config *cfg = NULL;
+    moeq_error err;
+    moeq_status st = moeq_config_parse(json, strlen(json), NULL, &cfg, &err);
+    ck_assert_msg(st == MOEQ_OK, "%s: %s", json, err.message);
+    return cfg;
+}
+
+START_TEST(test_select_cases) {
+    const select_case *c = &k_cases[_i];
+    moeq_config *cfg = one_group(c);
+    moeq_resolution r;
+    moeq_error err;
+    ck_assert_ok(moeq_resolve_moe(cfg, "model.layers.7.mlp.experts", 4, NULL, NULL, &r, &err), &err);
+    moeq_select_options so = {c->platform, c->prefer_mxint4};
+    moeq_selection sel;
+    moeq_status st = moeq_select(&r, "model.layers.7.mlp.experts", &so, &sel, &err);
+    if (c->scheme) {
+        ck_assert_msg(st == MOEQ_OK, "case %d: %s", _i, err.message);
+        ck_assert_msg(strcmp(moeq_scheme_name(sel.scheme), c->scheme) == 0, "case %d: got %s want %s (%s)",
+                      _i, moeq_scheme_name(sel.scheme), c->scheme, sel.reason);
+        ck_assert_msg(strncmp(sel.reason, c->scheme, strlen(c->scheme)) == 0, "reason: %s", sel.reason);
+    } else {
+        ck_assert_msg(st == MOEQ_STATUS_UNSUPPORTED, "case %d: got %s (%s)", _i, moeq_status_name(st),
+                      st == MOEQ_OK ? moeq_scheme_name(sel.scheme) : err.message);
+        ck_assert_int_eq(sel.scheme, -1);
+    }
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
+START_TEST(test_every_scheme_selected_somewhere) {
+    for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
+        int seen = 0;
+        for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+            if (k_cases[i].scheme && strcmp(k_cases[i].scheme, moeq_scheme_name(id)) == 0) seen = 1;
+        }
+        ck_assert_msg(seen, "no selection case selects %s", moeq_scheme_name(id));
+    }
+}
+END_TEST
+
+START_TEST(test_rejection_message) {
+    select_case c = {"{\"num_bits\":4}", "null", "pack-quantized", 0, 0, NULL};
+    moeq_config *cfg = one_group(&c);
+    moeq_resolution r;
+    moeq_error err;
+    ck_assert_ok(moeq_resolve_moe(cfg, "model.layers.7.mlp.experts", 4, NULL, NULL, &r, &err), &err);
+    moeq_selection sel;
+    moeq_status st = moeq_select(&r, "model.layers.7.mlp.experts", NULL, &sel, &err);
+    ck_assert_status(st, MOEQ_STATUS_UNSUPPORTED, &err);
+    /* Names the layer, the group, the args, and every scheme's reason. */
+    ck_assert_ptr_nonnull(strstr(err.message, "layer model.layers.7.mlp.experts (group experts"));
+    ck_assert_ptr_nonnull(strstr(err.message, "int4 tensor"));
+    ck_assert_ptr_nonnull(strstr(err.message, "wna16: weight strategy is tensor; needs channel/group"));
+    ck_assert_ptr_nonnull(strstr(err.message, "w8a8_int8: weights are int4; needs int8"));
+    ck_assert_ptr_nonnull(strstr(err.message, "npu_w4a16_int4: platform is not npu"));
+    for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
+        char key[64];
+        snprintf(key, sizeof key, "\n  %s: ", moeq_scheme_name(id));
+        ck_assert_msg(strstr(err.message, key), "message lacks %s", key);
+    }
+    /* output activations are refused, not ignored */
+    select_case o = {"{\"num_bits\":4,\"group_size\":32}", "null", "pack-quantized", 0, 0, NULL};
+    moeq_config_destroy(cfg);
+    cfg = one_group(&o);
+    ck_assert_ok(moeq_resolve_moe(cfg, "m.experts", 1, NULL, NULL, &r, &err), &err);
+    moeq_quant_args out_args = *r.weights;
+    r.output_activations = &out_args;
+    st = moeq_select(&r, "m.experts", NULL, &sel, &err);
+    ck_assert_status(st, MOEQ_STATUS_UNSUPPORTED, &err);
+    ck_assert_ptr_nonnull(strstr(err.message, "output_activations"));
+    ck_assert_status(moeq_select(NULL, "x", NULL, &sel, &err), MOEQ_STATUS_INVALID_ARG, &err);
+    moeq_select_options bad = {9, 0};
+    ck_assert_status(moeq_select(&r, "x", &bad, &sel, &err), MOEQ_STATUS_INVALID_ARG, &err);
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
+/* Predicates must not overlap: over a grid of args and formats, at most one
+ * scheme accepts with default options; the options only add their preferred
+ * scheme in front of the one CPU scheme. */
+START_TEST(test_predicates_disjoint) {
+    static const int32_t bits[] = {4, 8};
+    static const struct {
+        int32_t strategy, group;
+    } wstrat[] = {{MOEQ_STRATEGY_TENSOR, 0}, {MOEQ_STRATEGY_CHANNEL, -1}, {MOEQ_STRATEGY_GROUP, 16},
+                  {MOEQ_STRATEGY_GROUP, 32}, {MOEQ_STRATEGY_GROUP, 128}, {MOEQ_STRATEGY_TENSOR_GROUP, 16},
+                  {MOEQ_STRATEGY_BLOCK, 0}};
+    static const struct {
+        int32_t strategy, group, dynamic;
+    } astrat[] = {{MOEQ_STRATEGY_TOKEN, 0, 1}, {MOEQ_STRATEGY_TENSOR, 0, 1}, {MOEQ_STRATEGY_TENSOR, 0, 0},
+                  {MOEQ_STRATEGY_GROUP, 32, 1}, {MOEQ_STRATEGY_GROUP, 128, 1},
+                  {MOEQ_STRATEGY_TENSOR_GROUP, 16, 2}};
+    long combos = 0;
+    for (int wi = -1; wi < 2 * 2 * 7 * 2; wi++) {
+        moeq_quant_args w = {0};
+        if (wi >= 0) {
+            w.type = wi & 1;
+            w.num_bits = bits[(wi >> 1) & 1];
+            w.strategy = wstrat[(wi >> 2) % 7].strategy;
+            w.group_size = wstrat[(wi >> 2) % 7].group;
+            w.symmetric = (wi / 56) == 0;
+            if (w.strategy == MOEQ_STRATEGY_BLOCK) w.block_rows = w.block_cols = 128;
+        }
+        for (int ai = -1; ai < 2 * 2 * 6; ai++) {
+            moeq_quant_args a = {0};
+            if (ai >= 0) {
+                a.type = ai & 1;
+                a.num_bits = bits[(ai >> 1) & 1];
+                a.strategy = astrat[ai >> 2].strategy;
+                a.group_size = astrat[ai >> 2].group;
+                a.dynamic = astrat[ai >> 2].dynamic;
+                a.symmetric = 1;
+            }
+            for (int32_t fmt = 0; fmt < MOEQ_FORMAT_COUNT_; fmt++) {
+                for (int opt = 0; opt < 3; opt++) {
+                    moeq_select_options so = {opt == 1 ? MOEQ_PLATFORM_NPU : MOEQ_PLATFORM_CPU, opt == 2};
+                    moeq__select_in in = {wi >= 0 ? &w : NULL, ai >= 0 ? &a : NULL, fmt, &so};
+                    int n = 0, cpu = 0, preferred = 0;
+                    char names[512] = "";
+                    for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
+                        const moeq__scheme *s = moeq__scheme_get(id);
+                        char why[256];
+                        if (!s->accepts(&in, why, sizeof why)) {
+                            ck_assert_msg(why[0] != '\0', "%s rejected without a reason", s->name);
+                            continue;
+                        }
+                        n++;
+                        strcat(names, s->name);
+                        strcat(names, " ");
+                        bool pref = strncmp(s->name, "npu_", 4) == 0 || id == MOEQ_SCHEME_MXINT4;
+                        if (pref) {
+                            preferred++;
+                        } else {
+                            cpu++;
+                        }
+                    }
+                    combos++;
+                    ck_assert_msg(cpu <= 1 && preferred <= 1,
+                                  "overlapping predicates (w=%d a=%d fmt=%d opt=%d): %s", wi, ai, fmt,
+                                  opt, names);
+                    if (opt == 0) ck_assert_msg(preferred == 0, "preference without option: %s", names);
+                    (void)n;
+                }
+            }
+        }
+    }
+    printf("checked %ld (weights, inputs, format, options) combinations\n", combos);
+}
+END_TEST
+
+static Suite *registry_suite(void) {
+    Suite *s = suite_create("registry");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_every_slot_filled);
+    tcase_add_test(tc, test_pending_slots_are_reported);
+    tcase_add_loop_test(tc, test_select_cases, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
+    tcase_add_test(tc, test_every_scheme_selected_somewhere);
+    tcase_add_test(tc, test_rejection_message);
+    tcase_add_test(tc, test_predicates_disjoint);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MOEQ_TEST_MAIN(registry_suite)

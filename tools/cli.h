@@ -1,0 +1,42 @@
+/*
+ * cli.h - helpers shared by the moeq tool's subcommands (tools/ only; the tool
+ * uses nothing but the public API).
+ */
+#ifndef MOEQ_CLI_H
+#define MOEQ_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moeq/moeq.h"
+
+/* Exit codes of every subcommand. */
+enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2 };
+
+/* A growable text buffer; aborts the tool (not the library) when memory runs out. */
+typedef struct cli_buf {
+    char *data;
+    size_t len, cap;
+} cli_buf;
+void cli_buf_append(cli_buf *b, const char *s, size_t n);
+void cli_buf_printf(cli_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_buf_free(cli_buf *b);
+
+/* Reads a whole file; NULL (with a message on stderr) on failure. */
+char *cli_read_file(const char *path, size_t *len);
+/* Prints "moeq: <status name>: <message>" to stderr. */
+void cli_print_error(const char *what, const moeq_error *err);
+
+/* The quantization_config compiled into the tool (GLM-5.3 int4/int8 mix). */
+extern const unsigned char moeq_demo_glm_config[];
+extern const size_t moeq_demo_glm_config_len;
+
+/* Layer lines ("NAME" / "NAME moe N") for the GLM-5.3 MoE model the demo
+ * config belongs to: 79 decoder layers (0-2 dense, 3-77 MoE with 256
+ * experts, 78 the MTP layer), attention, shared experts and routers. */
+void cli_glm_layer_lines(cli_buf *out, int moe_lines);
+
+int cmd_plan(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+#endif

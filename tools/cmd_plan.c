@@ -1,0 +1,142 @@
+/*
+ * cmd_plan.c - `moeq plan CONFIG [--layers FILE] [--engine-order]
+ *              [--platform cpu|npu] [--prefer-mxint4] [--json]`
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void plan_usage(FILE *f) {
+    fprintf(f,
+            "usage: moeq plan CONFIG [--layers FILE] [--engine-order] [--platform cpu|npu]\n"
+            "                 [--prefer-mxint4] [--json]\n\n"
+            "CONFIG is a model directory, its config.json, or a file holding a bare\n"
+            "quantization_config.  FILE has one layer per line: NAME (a linear layer) or\n"
+            "NAME moe N [GATE,UP,DOWN] (a fused-experts prefix with N experts).  Without\n"
+            "--layers, each config group is shown with the MoE scheme it selects.\n\n"
+            "  --engine-order   resolve overlapping targets in config order (vLLM/SGLang)\n"
+            "                   instead of compressed-tensors order\n"
+            "  --platform P     cpu (default) or npu (use the npu_* layouts where SGLang does)\n"
+            "  --prefer-mxint4  int4 group-32 symmetric weights select mxint4, not wna16\n"
+            "  --json           one JSON object per layer line\n\n"
+            "exit status: 0 no line in error, 1 some line in error, 2 bad config or usage\n");
+}
+
+/* Without --layers: one line per group, with the scheme its MoE experts get. */
+static int plan_groups(const moeq_config *cfg, const moeq_select_options *so, int json) {
+    int errors = 0;
+    if (json) printf("[");
+    for (uint32_t i = 0; i < moeq_config_group_count(cfg); i++) {
+        moeq_group_view g;
+        moeq_error err;
+        moeq_config_group(cfg, i, &g);
+        moeq_resolution r = {0};
+        r.status = MOEQ_MATCH_QUANTIZED;
+        r.group_index = (int32_t)i;
+        r.group_name = g.name;
+        r.weights = g.weights;
+        r.input_activations = g.input_activations;
+        r.output_activations = g.output_activations;
+        r.format = g.format != MOEQ_FORMAT_NONE ? g.format : moeq_config_format(cfg);
+        r.ignore_index = r.other_group_index = -1;
+        moeq_selection sel;
+        moeq_status st = moeq_select(&r, g.name, so, &sel, &err);
+        char w[96] = "-", a[96] = "-";
+        if (g.weights) moeq_quant_args_summary(g.weights, w, sizeof w);
+        if (g.input_activations) moeq_quant_args_summary(g.input_activations, a, sizeof a);
+        if (st != MOEQ_OK) errors++;
+        if (json) {
+            printf("%s\n{\"group\":\"%s\",\"targets\":%u,\"scheme\":%s%s%s}", i ? "," : "", g.name,
+                   g.n_targets, st == MOEQ_OK ? "\"" : "null",
+                   st == MOEQ_OK ? moeq_scheme_name(sel.scheme) : "", st == MOEQ_OK ? "\"" : "");
+            continue;
+        }
+        printf("group %s (%u target%s)\n  weights %s, inputs %s\n", g.name, g.n_targets,
+               g.n_targets == 1 ? "" : "s", w, a);
+        for (uint32_t t = 0; t < g.n_targets; t++) printf("  target  %s\n", g.targets[t]);
+        if (st == MOEQ_OK) {
+            printf("  MoE scheme: %s\n", sel.reason);
+        } else {
+            printf("  MoE scheme: none: %s\n", err.message);
+        }
+    }
+    if (json) printf("\n]\n");
+    return errors ? CLI_FAILED : CLI_OK;
+}
+
+int cmd_plan(int argc, char **argv) {
+    const char *config_path = NULL, *layers_path = NULL;
+    moeq_resolve_options ro = {0};
+    moeq_select_options so = {0};
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            plan_usage(stdout);
+            return CLI_OK;
+        } else if (strcmp(a, "--layers") == 0 && i + 1 < argc) {
+            layers_path = argv[++i];
+        } else if (strcmp(a, "--engine-order") == 0) {
+            ro.precedence = MOEQ_PRECEDENCE_ENGINE;
+        } else if (strcmp(a, "--platform") == 0 && i + 1 < argc) {
+            const char *p = argv[++i];
+            if (strcmp(p, "cpu") == 0) {
+                so.platform = MOEQ_PLATFORM_CPU;
+            } else if (strcmp(p, "npu") == 0) {
+                so.platform = MOEQ_PLATFORM_NPU;
+            } else {
+                fprintf(stderr, "moeq plan: --platform takes cpu or npu, got '%s'\n", p);
+                return CLI_USAGE;
+            }
+        } else if (strcmp(a, "--prefer-mxint4") == 0) {
+            so.prefer_mxint4 = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (a[0] == '-' || config_path) {
+            fprintf(stderr, "moeq plan: unexpected argument '%s'\n\n", a);
+            plan_usage(stderr);
+            return CLI_USAGE;
+        } else {
+            config_path = a;
+        }
+    }
+    if (!config_path) {
+        plan_usage(stderr);
+        return CLI_USAGE;
+    }
+    moeq_error err;
+    moeq_config *cfg = NULL;
+    if (moeq_config_load(config_path, NULL, &cfg, &err) != MOEQ_OK) {
+        cli_print_error(config_path, &err);
+        return CLI_USAGE;
+    }
+    for (uint32_t i = 0; i < moeq_config_warning_count(cfg); i++) {
+        fprintf(stderr, "moeq: warning: %s\n", moeq_config_warning(cfg, i));
+    }
+    if (!layers_path) {
+        int rc = plan_groups(cfg, &so, json);
+        moeq_config_destroy(cfg);
+        return rc;
+    }
+    size_t len = 0;
+    char *layers = cli_read_file(layers_path, &len);
+    if (!layers) {
+        moeq_config_destroy(cfg);
+        return CLI_USAGE;
+    }
+    moeq_plan_options po = {&ro, &so, json};
+    char *text = NULL;
+    uint32_t errors = 0;
+    moeq_status st = moeq_plan(cfg, layers, len, &po, &text, &errors, &err);
+    free(layers);
+    moeq_config_destroy(cfg);
+    if (st != MOEQ_OK) {
+        cli_print_error(layers_path, &err);
+        return CLI_USAGE;
+    }
+    fwrite(text, 1, strlen(text), stdout);
+    moeq_free(text);
+    return errors ? CLI_FAILED : CLI_OK;
+}

@@ -57,6 +57,9 @@ struct moeq_config {
     uint32_t n_model_fields;
     moeq__model_field *model_fields;
 
+    uint32_t n_strings;
+    char **strings;            /* owned strings the args point to (observer names), each once */
+
     uint32_t regex_match_limit;
     moeq__matcher *matcher; /* compiled targets and ignore entries */
 };

@@ -63,6 +63,8 @@ typedef struct moeq__sb {
 void moeq__sb_init(moeq__sb *sb);
 void moeq__sb_free(moeq__sb *sb);
 void moeq__sb_append(moeq__sb *sb, const char *s, size_t n);
+/* Makes room for `extra` more bytes up front (a hint; failure is recorded). */
+void moeq__sb_reserve(moeq__sb *sb, size_t extra);
 void moeq__sb_puts(moeq__sb *sb, const char *s);
 void moeq__sb_putc(moeq__sb *sb, char c);
 void moeq__sb_printf(moeq__sb *sb, const char *fmt, ...) MOEQ__PRINTF(2, 3);

@@ -31,14 +31,23 @@ static const struct {
     {"DeepEPMoE", 1u << MOEQ_MODULE_EXPERT},
 };
 
+/* Literal text a pattern's matches must contain, found when it is compiled;
+ * checking it first lets most names skip the regex engine. */
+#define MOEQ__LITERAL_MAX 64
+
 typedef struct pattern {
     pcre2_code *code; /* NULL for exact entries */
     const char *text; /* as written (owned by the config) */
+    bool jit;         /* JIT-compiled: call pcre2_jit_match directly */
+    size_t prefix_len, required_len;
+    char prefix[MOEQ__LITERAL_MAX];   /* every match starts with this */
+    char required[MOEQ__LITERAL_MAX]; /* every match contains this */
 } pattern;
 
 /* Open-addressing hash set of exact strings -> first entry index. */
 typedef struct exact_table {
     uint32_t cap; /* power of two, 0 when empty */
+    size_t min_len, max_len; /* names outside [min_len, max_len] cannot be in it */
     int32_t *slots;
     const char *const *keys; /* entry index -> string */
 } exact_table;
@@ -94,9 +103,13 @@ static moeq_status exact_table_build(exact_table *t, const char *const *keys, ui
     if (!t->slots) return MOEQ_STATUS_NOMEM;
     for (uint32_t i = 0; i < cap; i++) t->slots[i] = -1;
     t->cap = cap;
+    t->min_len = SIZE_MAX;
+    t->max_len = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (!use[i]) continue;
         size_t len = strlen(keys[i]);
+        if (len < t->min_len) t->min_len = len;
+        if (len > t->max_len) t->max_len = len;
         uint32_t slot = (uint32_t)hash_bytes(keys[i], len) & (cap - 1u);
         for (;;) {
             int32_t cur = t->slots[slot];
@@ -112,7 +125,7 @@ static moeq_status exact_table_build(exact_table *t, const char *const *keys, ui
 }
 
 static int32_t exact_table_find(const exact_table *t, const char *name, size_t len) {
-    if (t->cap == 0) return -1;
+    if (t->cap == 0 || len < t->min_len || len > t->max_len) return -1;
     uint32_t slot = (uint32_t)hash_bytes(name, len) & (t->cap - 1u);
     for (;;) {
         int32_t cur = t->slots[slot];
@@ -145,6 +158,121 @@ static bool looks_like_unknown_class(const char *text) {
     return class_kinds_of(text) == 0;
 }
 
+/* Conservatively finds literal text every match of the Python regex `re`
+ * must contain: the longest run of plain characters at the top level of a
+ * pattern without top-level alternation (groups, classes, escapes such as \d
+ * and quantified atoms only end a run), and the run it starts with, if any.
+ * Dropping a literal is always safe; inventing one never happens: inline
+ * flags, \Q, braces and non-ASCII text switch the search off. */
+static void extract_literals(pattern *p, const char *re) {
+    p->prefix_len = p->required_len = 0;
+    for (const char *q = re; *q; q++) {
+        if ((unsigned char)*q >= 0x80) return;
+        if (q[0] == '(' && q[1] == '?' &&
+            ((q[2] >= 'a' && q[2] <= 'z') || (q[2] >= 'A' && q[2] <= 'Z' && q[2] != 'P'))) {
+            return; /* inline flags such as (?i) change what literals mean */
+        }
+        if (q[0] == '\\' && q[1] == 'Q') return;
+        if (q[0] == '\\' && q[1]) q++;
+    }
+    char run[MOEQ__LITERAL_MAX];
+    size_t run_len = 0;
+    bool run_at_start = true; /* the current run began at the start of the pattern */
+    const char *q = re;
+    if (*q == '^') q++;
+    bool first_run = true;
+#define END_RUN()                                                                                  \
+    do {                                                                                           \
+        if (first_run && run_at_start && run_len > p->prefix_len) {                                \
+            memcpy(p->prefix, run, run_len);                                                       \
+            p->prefix_len = run_len;                                                               \
+        }                                                                                          \
+        if (run_len > p->required_len) {                                                           \
+            memcpy(p->required, run, run_len);                                                     \
+            p->required_len = run_len;                                                             \
+        }                                                                                          \
+        first_run = false;                                                                         \
+        run_at_start = false;                                                                      \
+        run_len = 0;                                                                               \
+    } while (0)
+    while (*q) {
+        char c = *q;
+        if (c == '|') { /* top-level alternation: nothing is required */
+            p->prefix_len = p->required_len = 0;
+            return;
+        }
+        if (c == '(' || c == '[') {
+            END_RUN();
+            /* Skip the group or class; its content is not relied on. */
+            int depth = 0;
+            bool in_class = false;
+            for (; *q; q++) {
+                if (*q == '\\' && q[1]) {
+                    q++;
+                    continue;
+                }
+                if (in_class) {
+                    if (*q == ']') in_class = false;
+                    if (!in_class && depth == 0) break;
+                    continue;
+                }
+                if (*q == '[') {
+                    in_class = true;
+                    if (q[1] == '^') q++;
+                    if (q[1] == ']') q++; /* a leading ] is literal inside a class */
+                } else if (*q == '(') {
+                    depth++;
+                } else if (*q == ')') {
+                    if (--depth == 0) break;
+                }
+            }
+            if (*q) q++;
+            continue;
+        }
+        if (c == '*' || c == '?' || c == '{') {
+            /* The atom before is optional or repeated: it was added to the
+             * run, take it back. */
+            if (run_len > 0) run_len--;
+            END_RUN();
+            if (c == '{') {
+                while (*q && *q != '}') q++;
+            }
+            if (*q) q++;
+            continue;
+        }
+        if (c == '+') { /* at least once: keep the atom, but the run ends */
+            END_RUN();
+            q++;
+            continue;
+        }
+        char lit;
+        if (c == '\\') {
+            char e = q[1];
+            if ((e >= '0' && e <= '9') || (e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) {
+                END_RUN(); /* \d, \w, \b, \x41, ...: not a plain character */
+                q += 2;
+                continue;
+            }
+            lit = e;
+            q += 2;
+        } else if (c == '.' || c == '^' || c == '$' || c == ')') {
+            END_RUN();
+            q++;
+            continue;
+        } else {
+            lit = c;
+            q++;
+        }
+        if (run_len < sizeof run) {
+            run[run_len++] = lit;
+        } else {
+            END_RUN();
+        }
+    }
+    END_RUN();
+#undef END_RUN
+}
+
 static moeq_status compile_pattern(pattern *p, const char *text, const char *path,
                                    moeq_error *err) {
     p->text = text;
@@ -171,7 +299,10 @@ static moeq_status compile_pattern(pattern *p, const char *text, const char *pat
                            (size_t)erroffset, (const char *)msg);
     }
     /* JIT is an optimisation: when it is unavailable the interpreter runs. */
-    (void)pcre2_jit_compile(p->code, PCRE2_JIT_COMPLETE);
+    size_t jit_size = 0;
+    p->jit = pcre2_jit_compile(p->code, PCRE2_JIT_COMPLETE) == 0 &&
+             pcre2_pattern_info(p->code, PCRE2_INFO_JITSIZE, &jit_size) == 0 && jit_size > 0;
+    extract_literals(p, re);
     return MOEQ_STATUS_OK;
 }
 
@@ -421,11 +552,32 @@ void moeq__match_scratch_destroy(moeq__match_scratch *s) {
     moeq__free(s);
 }
 
+/* Whether `hay` (n bytes) contains `needle` (m > 0 bytes). */
+static bool contains(const char *hay, size_t n, const char *needle, size_t m) {
+    if (m > n) return false;
+    const char *end = hay + (n - m) + 1;
+    for (const char *p = hay; p < end;) {
+        p = memchr(p, needle[0], (size_t)(end - p));
+        if (!p) return false;
+        if (memcmp(p, needle, m) == 0) return true;
+        p++;
+    }
+    return false;
+}
+
 /* 1 = match, 0 = no match, or a negative moeq_status after filling err. */
 static int regex_match(const moeq__matcher *m, moeq__match_scratch *s, const pattern *p,
                        const char *name, size_t len, moeq_error *err) {
+    /* Literal prefilter: most names fail here without entering PCRE2. */
+    if (p->prefix_len && (len < p->prefix_len || memcmp(name, p->prefix, p->prefix_len) != 0)) {
+        return 0;
+    }
+    if (p->required_len && !contains(name, len, p->required, p->required_len)) return 0;
     /* Names were checked for valid UTF-8 by the caller (resolve.c). */
-    int rc = pcre2_match(p->code, (PCRE2_SPTR)name, len, 0, PCRE2_NO_UTF_CHECK, s->md, m->mctx);
+    int rc =
+        p->jit
+            ? pcre2_jit_match(p->code, (PCRE2_SPTR)name, len, 0, PCRE2_NO_UTF_CHECK, s->md, m->mctx)
+            : pcre2_match(p->code, (PCRE2_SPTR)name, len, 0, PCRE2_NO_UTF_CHECK, s->md, m->mctx);
     if (rc >= 0) return 1;
     if (rc == PCRE2_ERROR_NOMATCH || rc == PCRE2_ERROR_PARTIAL) return 0;
     if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||

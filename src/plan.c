@@ -4,7 +4,7 @@
  */
 #include "resolve.h"
 
-#include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,38 +33,22 @@ typedef struct plan_state {
 
 static const char *torch_dtype(int32_t d) {
     switch (d) {
-        case MOEQ_DTYPE_F64:
-            return "torch.float64";
-        case MOEQ_DTYPE_F32:
-            return "torch.float32";
-        case MOEQ_DTYPE_F16:
-            return "torch.float16";
-        case MOEQ_DTYPE_BF16:
-            return "torch.bfloat16";
-        case MOEQ_DTYPE_F8_E4M3:
-            return "torch.float8_e4m3fn";
-        case MOEQ_DTYPE_F8_E5M2:
-            return "torch.float8_e5m2";
-        case MOEQ_DTYPE_I8:
-            return "torch.int8";
-        case MOEQ_DTYPE_U8:
-            return "torch.uint8";
-        case MOEQ_DTYPE_I16:
-            return "torch.int16";
-        case MOEQ_DTYPE_U16:
-            return "torch.uint16";
-        case MOEQ_DTYPE_I32:
-            return "torch.int32";
-        case MOEQ_DTYPE_U32:
-            return "torch.uint32";
-        case MOEQ_DTYPE_I64:
-            return "torch.int64";
-        case MOEQ_DTYPE_U64:
-            return "torch.uint64";
-        case MOEQ_DTYPE_BOOL:
-            return "torch.bool";
-        default:
-            return NULL;
+        case MOEQ_DTYPE_F64: return "torch.float64";
+        case MOEQ_DTYPE_F32: return "torch.float32";
+        case MOEQ_DTYPE_F16: return "torch.float16";
+        case MOEQ_DTYPE_BF16: return "torch.bfloat16";
+        case MOEQ_DTYPE_F8_E4M3: return "torch.float8_e4m3fn";
+        case MOEQ_DTYPE_F8_E5M2: return "torch.float8_e5m2";
+        case MOEQ_DTYPE_I8: return "torch.int8";
+        case MOEQ_DTYPE_U8: return "torch.uint8";
+        case MOEQ_DTYPE_I16: return "torch.int16";
+        case MOEQ_DTYPE_U16: return "torch.uint16";
+        case MOEQ_DTYPE_I32: return "torch.int32";
+        case MOEQ_DTYPE_U32: return "torch.uint32";
+        case MOEQ_DTYPE_I64: return "torch.int64";
+        case MOEQ_DTYPE_U64: return "torch.uint64";
+        case MOEQ_DTYPE_BOOL: return "torch.bool";
+        default: return NULL;
     }
 }
 
@@ -282,112 +266,154 @@ static moeq_status plan_one(plan_state *ps, moeq__match_scratch *s, plan_line *l
         const char *proj[3] = {ln->proj[0], ln->proj[1], ln->proj[2]};
         st = moeq__resolve_moe(ps->cfg, s, name, ln->num_experts, ln->proj[0] ? proj : NULL, ro,
                                &ln->res, &e);
-        if (st == MOEQ_STATUS_OK) {
-            moeq_selection sel;
-            st = moeq_select(&ln->res, name, so, &sel, &e);
-            if (st == MOEQ_STATUS_OK) ln->scheme = sel.scheme;
-        }
     } else {
         st = moeq__resolve_name(ps->cfg, s, name, ln->name_len, MOEQ_MODULE_LINEAR, ro, &ln->res,
                                 &e);
+    }
+    /* The precedence warning matters most when the layer then fails. */
+    if (st == MOEQ_STATUS_OK && (ln->res.flags & MOEQ_RESOLVE_ORDER_DISAGREES)) {
+        ln->warning = order_warning(ps->cfg, &ln->res, precedence);
+        if (!ln->warning) st = MOEQ_STATUS_NOMEM;
+    }
+    if (st == MOEQ_STATUS_OK && ln->moe) {
+        moeq_selection sel;
+        st = moeq_select(&ln->res, name, so, &sel, &e);
+        if (st == MOEQ_STATUS_OK) ln->scheme = sel.scheme;
     }
     if (name != stack_name) moeq__free(name);
     if (st == MOEQ_STATUS_NOMEM) return st;
     if (st != MOEQ_STATUS_OK) {
         ln->error = moeq__strdup(e.message);
         if (!ln->error) return MOEQ_STATUS_NOMEM;
-        return MOEQ_STATUS_OK;
-    }
-    if (ln->res.flags & MOEQ_RESOLVE_ORDER_DISAGREES) {
-        ln->warning = order_warning(ps->cfg, &ln->res, precedence);
-        if (!ln->warning) return MOEQ_STATUS_NOMEM;
     }
     return MOEQ_STATUS_OK;
 }
 
+/* ---- output ----------------------------------------------------------------- */
+
 static const char *status_word(const plan_line *ln) {
     if (ln->error) return "error";
     switch (ln->res.status) {
-        case MOEQ_MATCH_QUANTIZED:
-            return "quantized";
-        case MOEQ_MATCH_IGNORED:
-            return "ignored";
-        default:
-            return "unmatched";
+        case MOEQ_MATCH_QUANTIZED: return "quantized";
+        case MOEQ_MATCH_IGNORED: return "ignored";
+        default: return "unmatched";
     }
 }
 
-/* ---- output ----------------------------------------------------------------- */
-
-/* A layer name as a JSON string (names are not NUL-terminated in the input). */
+/* A layer name as a JSON string (input names are not NUL-terminated). */
 static void json_name(moeq__sb *sb, const char *name, size_t len) {
-    char tmp[512];
-    if (len < sizeof tmp) {
-        memcpy(tmp, name, len);
-        tmp[len] = '\0';
-        moeq__sb_json_string(sb, tmp);
+    bool plain = true;
+    for (size_t i = 0; i < len && plain; i++) {
+        unsigned char c = (unsigned char)name[i];
+        plain = c >= 0x20 && c != '"' && c != '\\';
+    }
+    if (plain) {
+        moeq__sb_putc(sb, '"');
+        moeq__sb_append(sb, name, len);
+        moeq__sb_putc(sb, '"');
         return;
     }
-    char *heap = moeq__strndup(name, len);
-    if (!heap) {
+    char *copy = moeq__strndup(name, len);
+    if (!copy) {
         sb->failed = true;
         return;
     }
-    moeq__sb_json_string(sb, heap);
-    moeq__free(heap);
+    moeq__sb_json_string(sb, copy);
+    moeq__free(copy);
 }
 
-static void emit_json(plan_state *ps, moeq__sb *sb) {
-    moeq__sb_puts(sb, "[");
-    for (uint32_t i = 0; i < ps->n_lines; i++) {
-        const plan_line *ln = &ps->lines[i];
-        const moeq_resolution *r = &ln->res;
-        bool ok = !ln->error;
-        bool quant = ok && r->status == MOEQ_MATCH_QUANTIZED;
-        moeq__sb_puts(sb, i ? ",\n{\"layer\":" : "\n{\"layer\":");
-        json_name(sb, ln->name, ln->name_len);
-        moeq__sb_puts(sb, ln->moe ? ",\"kind\":\"moe\",\"status\":\""
-                                  : ",\"kind\":\"linear\",\"status\":\"");
-        moeq__sb_puts(sb, status_word(ln));
-        moeq__sb_puts(sb, "\",\"group\":");
-        if (quant) {
-            moeq__sb_json_string(sb, r->group_name);
-        } else {
-            moeq__sb_puts(sb, "null");
-        }
-        moeq__sb_puts(sb, ",\"target\":");
-        if (ok && r->target) {
-            moeq__sb_json_string(sb, r->target);
-        } else {
-            moeq__sb_puts(sb, "null");
-        }
-        moeq__sb_puts(sb, ",\"format\":");
-        if (quant) {
-            moeq__sb_json_string(sb, moeq_format_name(r->format));
-        } else {
-            moeq__sb_puts(sb, "null");
-        }
-        moeq__sb_puts(sb, ",\"scheme\":");
-        if (ln->moe && ln->scheme >= 0) {
-            moeq__sb_json_string(sb, moeq_scheme_name(ln->scheme));
-        } else {
-            moeq__sb_puts(sb, "null");
-        }
-        moeq__sb_puts(sb, ",\"weights\":");
-        moeq__sb_puts(sb, quant && r->weights ? ps->weights_json[r->group_index] : "null");
-        moeq__sb_puts(sb, ",\"input_activations\":");
-        moeq__sb_puts(sb, quant && r->input_activations ? ps->input_json[r->group_index] : "null");
-        moeq__sb_puts(sb, ",\"warnings\":[");
-        if (ln->warning) moeq__sb_json_string(sb, ln->warning);
-        moeq__sb_puts(sb, "],\"error\":");
-        if (ln->error) {
-            moeq__sb_json_string(sb, ln->error);
-        } else {
-            moeq__sb_puts(sb, "null");
-        }
-        moeq__sb_putc(sb, '}');
+static void json_or_null(moeq__sb *sb, bool present, const char *s) {
+    if (present) {
+        moeq__sb_json_string(sb, s);
+    } else {
+        moeq__sb_puts(sb, "null");
     }
-    moeq__sb_puts(sb, ps->n_lines ? "\n]\n" : "]\n");
+}
+
+/* Everything after "layer" in a line's JSON object. */
+static void json_tail(const plan_state *ps, const plan_line *ln, moeq__sb *sb) {
+    const moeq_resolution *r = &ln->res;
+    bool ok = !ln->error;
+    bool quant = ok && r->status == MOEQ_MATCH_QUANTIZED;
+    moeq__sb_puts(sb, ln->moe ? ",\"kind\":\"moe\",\"status\":\""
+                              : ",\"kind\":\"linear\",\"status\":\"");
+    moeq__sb_puts(sb, status_word(ln));
+    moeq__sb_puts(sb, "\",\"group\":");
+    json_or_null(sb, quant, r->group_name);
+    moeq__sb_puts(sb, ",\"target\":");
+    json_or_null(sb, ok && r->target, r->target);
+    moeq__sb_puts(sb, ",\"format\":");
+    json_or_null(sb, quant, moeq_format_name(r->format));
+    moeq__sb_puts(sb, ",\"scheme\":");
+    json_or_null(sb, ln->moe && ln->scheme >= 0, moeq_scheme_name(ln->scheme));
+    moeq__sb_puts(sb, ",\"weights\":");
+    moeq__sb_puts(sb, quant && r->weights ? ps->weights_json[r->group_index] : "null");
+    moeq__sb_puts(sb, ",\"input_activations\":");
+    moeq__sb_puts(sb, quant && r->input_activations ? ps->input_json[r->group_index] : "null");
+    moeq__sb_puts(sb, ",\"warnings\":[");
+    if (ln->warning) moeq__sb_json_string(sb, ln->warning);
+    moeq__sb_puts(sb, "],\"error\":");
+    json_or_null(sb, ln->error != NULL, ln->error);
+    moeq__sb_putc(sb, '}');
+}
+
+/* Lines without warnings or errors share their tail with every line that
+ * resolved the same way (tens of thousands of expert projections share a
+ * handful), so each distinct tail is built once. */
+typedef struct tail_cache {
+    struct {
+        bool moe;
+        int32_t status, group, ignore, scheme;
+        const char *target;
+        char *text;
+        size_t len;
+    } e[32];
+    uint32_t n;
+} tail_cache;
+
+static const char *cached_tail(const plan_state *ps, const plan_line *ln, tail_cache *tc,
+                               size_t *len) {
+    if (ln->error || ln->warning) return NULL;
+    const moeq_resolution *r = &ln->res;
+    for (uint32_t i = 0; i < tc->n; i++) {
+        if (tc->e[i].moe == ln->moe && tc->e[i].status == r->status &&
+            tc->e[i].group == r->group_index && tc->e[i].ignore == r->ignore_index &&
+            tc->e[i].scheme == ln->scheme && tc->e[i].target == r->target) {
+            *len = tc->e[i].len;
+            return tc->e[i].text;
+        }
+    }
+    if (tc->n == MOEQ__ARRAY_LEN(tc->e)) return NULL;
+    moeq__sb sb;
+    moeq__sb_init(&sb);
+    json_tail(ps, ln, &sb);
+    size_t n = sb.len;
+    char *text = moeq__sb_take(&sb);
+    if (!text) return NULL;
+    tc->e[tc->n].moe = ln->moe;
+    tc->e[tc->n].status = r->status;
+    tc->e[tc->n].group = r->group_index;
+    tc->e[tc->n].ignore = r->ignore_index;
+    tc->e[tc->n].scheme = ln->scheme;
+    tc->e[tc->n].target = r->target;
+    tc->e[tc->n].text = text;
+    tc->e[tc->n].len = n;
+    tc->n++;
+    *len = n;
+    return text;
+}
+
+static void emit_json_line(const plan_state *ps, const plan_line *ln, bool first, tail_cache *tc,
+                           moeq__sb *sb) {
+    moeq__sb_puts(sb, first ? "\n{\"layer\":" : ",\n{\"layer\":");
+    json_name(sb, ln->name, ln->name_len);
+    size_t tlen = 0;
+    const char *tail = cached_tail(ps, ln, tc, &tlen);
+    if (tail) {
+        moeq__sb_append(sb, tail, tlen);
+    } else {
+        json_tail(ps, ln, sb);
+    }
 }
 
 static void pad(moeq__sb *sb, size_t have, size_t want) {
@@ -440,9 +466,8 @@ static void emit_table(plan_state *ps, moeq__sb *sb) {
             if (w[c] > width[c]) width[c] = w[c];
         }
     }
-    for (int c = 0; c < NCOL; c++)
-        cell(sb, heads[c], strlen(heads[c]), c == NCOL - 1 ? 0 : width[c]);
-    sb->len -= 2; /* no trailing spaces */
+    for (int c = 0; c < NCOL - 1; c++) cell(sb, heads[c], strlen(heads[c]), width[c]);
+    moeq__sb_puts(sb, heads[NCOL - 1]);
     moeq__sb_putc(sb, '\n');
     for (uint32_t i = 0; i < ps->n_lines; i++) {
         const plan_line *ln = &ps->lines[i];
@@ -476,16 +501,71 @@ static void emit_table(plan_state *ps, moeq__sb *sb) {
     moeq__free(asum);
 }
 
-moeq_status moeq_plan(const moeq_config *cfg, const char *layers, size_t len,
-                      const moeq_plan_options *opts, char **out_text, uint32_t *out_errors,
-                      moeq_error *err) {
-    if (out_text) *out_text = NULL;
+/* Hands `sb` to the writer and empties it. */
+static moeq_status flush(moeq__sb *sb, moeq_write_fn write, void *user, moeq_error *err) {
+    if (sb->failed) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while planning");
+    if (sb->len == 0) return MOEQ_STATUS_OK;
+    int32_t rc = write(sb->data, sb->len, user);
+    sb->len = 0;
+    if (rc != 0) {
+        return moeq__error(err, MOEQ_STATUS_IO, "the plan writer stopped with code %d", (int)rc);
+    }
+    return MOEQ_STATUS_OK;
+}
+
+/* One worker's share of a batch: lines [begin, end) planned and, for JSON,
+ * written to its own buffer. */
+typedef struct plan_job {
+    plan_state *ps;
+    const moeq_plan_options *opts;
+    moeq__match_scratch *scratch;
+    tail_cache tc;
+    moeq__sb sb;
+    uint32_t begin, end;
+    uint32_t errors;
+    moeq_status status;
+} plan_job;
+
+static void run_job(plan_job *job) {
+    plan_state *ps = job->ps;
+    bool json = job->opts && job->opts->json;
+    job->status = MOEQ_STATUS_OK;
+    for (uint32_t i = job->begin; i < job->end; i++) {
+        plan_line *ln = &ps->lines[i];
+        if (plan_one(ps, job->scratch, ln, job->opts) != MOEQ_STATUS_OK) {
+            job->status = MOEQ_STATUS_NOMEM;
+            return;
+        }
+        if (ln->error) job->errors++;
+        if (!json) continue; /* the table needs every line for its widths */
+        /* JSON streams: plan, write, forget. */
+        emit_json_line(ps, ln, i == 0, &job->tc, &job->sb);
+        moeq__free(ln->error);
+        moeq__free(ln->warning);
+        ln->error = ln->warning = NULL;
+    }
+    if (job->sb.failed) job->status = MOEQ_STATUS_NOMEM;
+}
+
+static void *job_thread(void *arg) {
+    run_job(arg);
+    return NULL;
+}
+
+/* Lines per job: big enough to amortise a thread start, small enough that
+ * JSON output is written in modest pieces. */
+#define PLAN_CHUNK       8192u
+#define PLAN_MAX_THREADS 64
+
+moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t len,
+                            const moeq_plan_options *opts, moeq_write_fn write, void *user,
+                            uint32_t *out_errors, moeq_error *err) {
     if (out_errors) *out_errors = 0;
-    if (!cfg || (!layers && len) || !out_text) {
+    if (!cfg || (!layers && len) || !write) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s is NULL",
-                           !cfg        ? "config"
-                           : !out_text ? "out_text"
-                                       : "layers");
+                           !cfg     ? "config"
+                           : !write ? "write"
+                                    : "layers");
     }
     if (!cfg->matcher) return moeq__error(err, MOEQ_STATUS_STATE, "config has no matcher");
     if (opts && opts->resolve) {
@@ -495,14 +575,29 @@ moeq_status moeq_plan(const moeq_config *cfg, const char *layers, size_t len,
                                "precedence %d is not CT (0) or ENGINE (1)", (int)ro->precedence);
         }
     }
+    if (opts && (opts->threads < 0 || opts->threads > PLAN_MAX_THREADS)) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "threads is %d; use 0..%d",
+                           (int)opts->threads, PLAN_MAX_THREADS);
+    }
     plan_state ps;
     memset(&ps, 0, sizeof ps);
     ps.cfg = cfg;
-    moeq__match_scratch *s = NULL;
+    plan_job jobs[PLAN_MAX_THREADS];
+    uint32_t n_jobs = opts && opts->threads > 1 ? (uint32_t)opts->threads : 1u;
+    memset(jobs, 0, sizeof jobs[0] * n_jobs);
+    moeq__sb out;
+    moeq__sb_init(&out);
+    uint32_t errors = 0;
+    bool json = opts && opts->json;
     moeq_status st = parse_lines(&ps, layers ? layers : "", len, err);
-    if (st == MOEQ_STATUS_OK) st = moeq__match_scratch_create(cfg->matcher, &s, err);
     if (st != MOEQ_STATUS_OK) goto done;
-
+    for (uint32_t t = 0; t < n_jobs; t++) {
+        jobs[t].ps = &ps;
+        jobs[t].opts = opts;
+        moeq__sb_init(&jobs[t].sb);
+        st = moeq__match_scratch_create(cfg->matcher, &jobs[t].scratch, err);
+        if (st != MOEQ_STATUS_OK) goto done;
+    }
     ps.weights_json = moeq__calloc(cfg->n_groups ? cfg->n_groups : 1, sizeof(char *));
     ps.input_json = moeq__calloc(cfg->n_groups ? cfg->n_groups : 1, sizeof(char *));
     if (!ps.weights_json || !ps.input_json) goto nomem;
@@ -513,29 +608,84 @@ moeq_status moeq_plan(const moeq_config *cfg, const char *layers, size_t len,
         if (!ps.weights_json[g] || !ps.input_json[g]) goto nomem;
     }
 
-    uint32_t errors = 0;
-    for (uint32_t i = 0; i < ps.n_lines; i++) {
-        if (plan_one(&ps, s, &ps.lines[i], opts) != MOEQ_STATUS_OK) goto nomem;
-        if (ps.lines[i].error) errors++;
+    if (json) moeq__sb_puts(&out, "[");
+    /* Batches of n_jobs chunks: the calling thread runs the first, helper
+     * threads the others; output is written in line order. */
+    for (uint32_t base = 0; base < ps.n_lines; base += n_jobs * PLAN_CHUNK) {
+        pthread_t tid[PLAN_MAX_THREADS];
+        bool started[PLAN_MAX_THREADS] = {false};
+        for (uint32_t t = 0; t < n_jobs; t++) {
+            uint64_t b = (uint64_t)base + (uint64_t)t * PLAN_CHUNK;
+            jobs[t].begin = b < ps.n_lines ? (uint32_t)b : ps.n_lines;
+            jobs[t].end = b + PLAN_CHUNK < ps.n_lines ? (uint32_t)(b + PLAN_CHUNK) : ps.n_lines;
+            jobs[t].sb.len = 0;
+            if (t > 0 && jobs[t].begin < jobs[t].end) {
+                started[t] = pthread_create(&tid[t], NULL, job_thread, &jobs[t]) == 0;
+            }
+        }
+        run_job(&jobs[0]);
+        for (uint32_t t = 1; t < n_jobs; t++) {
+            if (started[t]) {
+                pthread_join(tid[t], NULL);
+            } else if (jobs[t].begin < jobs[t].end) {
+                run_job(&jobs[t]); /* no thread could be started: do it here */
+            }
+        }
+        for (uint32_t t = 0; t < n_jobs; t++) {
+            if (jobs[t].status != MOEQ_STATUS_OK) goto nomem;
+            errors += jobs[t].errors;
+            jobs[t].errors = 0;
+            if (!json) continue;
+            if ((st = flush(&out, write, user, err)) != MOEQ_STATUS_OK) goto done;
+            if ((st = flush(&jobs[t].sb, write, user, err)) != MOEQ_STATUS_OK) goto done;
+        }
     }
-
-    moeq__sb sb;
-    moeq__sb_init(&sb);
-    if (opts && opts->json) {
-        emit_json(&ps, &sb);
+    if (json) {
+        moeq__sb_puts(&out, ps.n_lines ? "\n]\n" : "]\n");
     } else {
-        emit_table(&ps, &sb);
+        emit_table(&ps, &out);
     }
-    char *text = moeq__sb_take(&sb);
-    if (!text) goto nomem;
-    *out_text = text;
-    if (out_errors) *out_errors = errors;
-    st = MOEQ_STATUS_OK;
+    st = flush(&out, write, user, err);
+    if (st == MOEQ_STATUS_OK && out_errors) *out_errors = errors;
     goto done;
 nomem:
     st = moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while planning");
 done:
-    moeq__match_scratch_destroy(s);
+    for (uint32_t t = 0; t < n_jobs; t++) {
+        for (uint32_t i = 0; i < jobs[t].tc.n; i++) moeq__free(jobs[t].tc.e[i].text);
+        moeq__sb_free(&jobs[t].sb);
+        moeq__match_scratch_destroy(jobs[t].scratch);
+    }
+    moeq__sb_free(&out);
     free_state(&ps);
     return st;
+}
+
+static int32_t append_to_sb(const char *data, size_t len, void *user) {
+    moeq__sb *sb = user;
+    moeq__sb_append(sb, data, len);
+    return sb->failed ? 1 : 0;
+}
+
+moeq_status moeq_plan(const moeq_config *cfg, const char *layers, size_t len,
+                      const moeq_plan_options *opts, char **out_text, uint32_t *out_errors,
+                      moeq_error *err) {
+    if (out_text) *out_text = NULL;
+    if (out_errors) *out_errors = 0;
+    if (!out_text) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "out_text is NULL");
+    moeq__sb sb;
+    moeq__sb_init(&sb);
+    moeq_status st = moeq_plan_write(cfg, layers, len, opts, append_to_sb, &sb, out_errors, err);
+    if (st == MOEQ_STATUS_IO && sb.failed) {
+        st = moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while planning");
+    }
+    if (st != MOEQ_STATUS_OK) {
+        moeq__sb_free(&sb);
+        if (out_errors) *out_errors = 0;
+        return st;
+    }
+    char *text = moeq__sb_take(&sb);
+    if (!text) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while planning");
+    *out_text = text;
+    return MOEQ_STATUS_OK;
 }

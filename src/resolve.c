@@ -27,6 +27,17 @@ static const char *const k_default_proj[3] = {"gate_proj", "up_proj", "down_proj
  * off, so the check happens here, once per name. */
 static bool valid_utf8(const unsigned char *s, size_t n) {
     size_t i = 0;
+    /* Module names are nearly always ASCII: check 8 bytes at a time. */
+    while (i + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        /* high bit set, or a zero byte */
+        if ((w & 0x8080808080808080ull) ||
+            ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull)) {
+            break;
+        }
+        i += 8;
+    }
     while (i < n) {
         unsigned char c = s[i];
         if (c < 0x80) {

@@ -27,24 +27,20 @@ int32_t moeq_version_number(void) {
 const char *moeq_status_name(int32_t status) {
     switch (status) {
 #define MOEQ_X_(name, value, text)                                                                 \
-    case value:                                                                                    \
-        return #name;
+    case value: return #name;
         MOEQ_STATUS_MAP(MOEQ_X_)
 #undef MOEQ_X_
-        default:
-            return "UNKNOWN";
+        default: return "UNKNOWN";
     }
 }
 
 const char *moeq_status_str(int32_t status) {
     switch (status) {
 #define MOEQ_X_(name, value, text)                                                                 \
-    case value:                                                                                    \
-        return text;
+    case value: return text;
         MOEQ_STATUS_MAP(MOEQ_X_)
 #undef MOEQ_X_
-        default:
-            return "unknown status";
+        default: return "unknown status";
     }
 }
 
@@ -53,24 +49,20 @@ const char *moeq_status_str(int32_t status) {
 const char *moeq_dtype_name(int32_t dtype) {
     switch (dtype) {
 #define MOEQ_X_(name, value, text, size)                                                           \
-    case value:                                                                                    \
-        return text;
+    case value: return text;
         MOEQ_DTYPE_MAP(MOEQ_X_)
 #undef MOEQ_X_
-        default:
-            return "invalid";
+        default: return "invalid";
     }
 }
 
 size_t moeq_dtype_size(int32_t dtype) {
     switch (dtype) {
 #define MOEQ_X_(name, value, text, size)                                                           \
-    case value:                                                                                    \
-        return size;
+    case value: return size;
         MOEQ_DTYPE_MAP(MOEQ_X_)
 #undef MOEQ_X_
-        default:
-            return 0;
+        default: return 0;
     }
 }
 
@@ -86,12 +78,10 @@ int32_t moeq_dtype_from_name(const char *name) {
 const char *moeq_format_name(int32_t format) {
     switch (format) {
 #define MOEQ_X_(name, value, text)                                                                 \
-    case value:                                                                                    \
-        return text;
+    case value: return text;
         MOEQ_FORMAT_MAP(MOEQ_X_)
 #undef MOEQ_X_
-        default:
-            return "";
+        default: return "";
     }
 }
 
@@ -305,6 +295,10 @@ static bool sb_reserve(moeq__sb *sb, size_t extra) {
     return true;
 }
 
+void moeq__sb_reserve(moeq__sb *sb, size_t extra) {
+    (void)sb_reserve(sb, extra);
+}
+
 void moeq__sb_append(moeq__sb *sb, const char *s, size_t n) {
     if (!sb_reserve(sb, n)) return;
     memcpy(sb->data + sb->len, s, n);
@@ -352,21 +346,11 @@ void moeq__sb_json_string(moeq__sb *sb, const char *s) {
         moeq__sb_append(sb, run, (size_t)(p - run));
         run = p + 1;
         switch (c) {
-            case '"':
-                moeq__sb_append(sb, "\\\"", 2);
-                break;
-            case '\\':
-                moeq__sb_append(sb, "\\\\", 2);
-                break;
-            case '\n':
-                moeq__sb_append(sb, "\\n", 2);
-                break;
-            case '\r':
-                moeq__sb_append(sb, "\\r", 2);
-                break;
-            case '\t':
-                moeq__sb_append(sb, "\\t", 2);
-                break;
+            case '"': moeq__sb_append(sb, "\\\"", 2); break;
+            case '\\': moeq__sb_append(sb, "\\\\", 2); break;
+            case '\n': moeq__sb_append(sb, "\\n", 2); break;
+            case '\r': moeq__sb_append(sb, "\\r", 2); break;
+            case '\t': moeq__sb_append(sb, "\\t", 2); break;
             default: {
                 char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
                 moeq__sb_append(sb, esc, 6);

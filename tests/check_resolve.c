@@ -66,6 +66,28 @@ static const struct {
     {"a.b", "re:a(?![.\\\\w])", 0}, /* look-ahead, as in real configs */
     {"a", "re:a(?![.\\\\w])", 1},
     {"x.q_proj", "re:(?P<m>x)\\\\.q_proj", 1}, /* Python named groups */
+    /* The literal prefilter must never reject a real match. */
+    {"ac", "re:ab?c", 1},
+    {"abc", "re:ab?c", 1},
+    {"aab", "re:a{2}b", 1},
+    {"ab", "re:a{2}b", 0},
+    {"aaab", "re:a+b", 1},
+    {"zb", "re:a*b", 0},
+    {"b", "re:a*b", 1},
+    {"b", "re:a|b", 1},
+    {"x.mlp", "re:x[.]mlp", 1},
+    {"xymlp", "re:x[.]mlp", 0},
+    {"ABC", "re:(?i)abc", 1},
+    {"m.Gate", "re:.*(?i:gate)", 1},
+    {"x]y", "re:x[]]y", 1},
+    {"x(y", "re:x\\\\(y", 1},
+    {"a.b.c", "re:a\\\\.b\\\\.c$", 1},
+    {"a.b.cd", "re:a\\\\.b\\\\.c$", 0},
+    {"layer.17.up", "re:layer\\\\.\\\\d+\\\\.up", 1},
+    {"tab\\tx", "re:tab\\\\\\\\tx", 1},
+    {"caf\u00e9.x", "re:caf\u00e9\\\\.x", 1},
+    {"xaay", "re:x(?:a)+y", 1},
+    {"abd", "re:ab*?d", 1},
 };
 
 START_TEST(test_match_name_cases) {

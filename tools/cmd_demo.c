@@ -31,7 +31,7 @@ int cmd_demo(int argc, char **argv) {
 
     cli_buf lines = {0};
     cli_glm_layer_lines(&lines, 1);
-    moeq_plan_options po = {NULL, NULL, 0};
+    moeq_plan_options po = {NULL, NULL, 0, 1};
     char *text = NULL;
     uint32_t errors = 0;
     moeq_status st = moeq_plan(cfg, lines.data, lines.len, &po, &text, &errors, &err);

@@ -5,23 +5,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 static void plan_usage(FILE *f) {
-    fprintf(f,
-            "usage: moeq plan CONFIG [--layers FILE] [--engine-order] [--platform cpu|npu]\n"
-            "                 [--prefer-mxint4] [--json]\n\n"
-            "CONFIG is a model directory, its config.json, or a file holding a bare\n"
-            "quantization_config.  FILE has one layer per line: NAME (a linear layer) or\n"
-            "NAME moe N [GATE,UP,DOWN] (a fused-experts prefix with N experts).  Without\n"
-            "--layers, each config group is shown with the MoE scheme it selects.\n\n"
-            "  --engine-order   resolve overlapping targets in config order (vLLM/SGLang)\n"
-            "                   instead of compressed-tensors order\n"
-            "  --platform P     cpu (default) or npu (use the npu_* layouts where SGLang does)\n"
-            "  --prefer-mxint4  int4 group-32 symmetric weights select mxint4, not wna16\n"
-            "  --json           one JSON object per layer line\n\n"
-            "exit status: 0 no line in error, 1 some line in error, 2 bad config or usage\n");
+    fprintf(f, "usage: moeq plan CONFIG [--layers FILE] [--engine-order] [--platform cpu|npu]\n"
+               "                 [--prefer-mxint4] [--json]\n\n"
+               "CONFIG is a model directory, its config.json, or a file holding a bare\n"
+               "quantization_config.  FILE has one layer per line: NAME (a linear layer) or\n"
+               "NAME moe N [GATE,UP,DOWN] (a fused-experts prefix with N experts).  Without\n"
+               "--layers, each config group is shown with the MoE scheme it selects.\n\n"
+               "  --engine-order   resolve overlapping targets in config order (vLLM/SGLang)\n"
+               "                   instead of compressed-tensors order\n"
+               "  --platform P     cpu (default) or npu (use the npu_* layouts where SGLang does)\n"
+               "  --prefer-mxint4  int4 group-32 symmetric weights select mxint4, not wna16\n"
+               "  --json           one JSON object per layer line\n"
+               "  --threads N      threads for long layer lists (default: all CPUs)\n\n"
+               "exit status: 0 no line in error, 1 some line in error, 2 bad config or usage\n");
 }
 
 /* Without --layers: one line per group, with the scheme its MoE experts get. */
@@ -66,11 +67,17 @@ static int plan_groups(const moeq_config *cfg, const moeq_select_options *so, in
     return errors ? CLI_FAILED : CLI_OK;
 }
 
+static int32_t write_stdout(const char *data, size_t len, void *user) {
+    (void)user;
+    return fwrite(data, 1, len, stdout) == len ? 0 : 1;
+}
+
 int cmd_plan(int argc, char **argv) {
     const char *config_path = NULL, *layers_path = NULL;
     moeq_resolve_options ro = {0};
     moeq_select_options so = {0};
     int json = 0;
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -94,6 +101,13 @@ int cmd_plan(int argc, char **argv) {
             so.prefer_mxint4 = 1;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            threads = strtol(argv[++i], &end, 10);
+            if (!end || *end || threads < 1 || threads > 64) {
+                fprintf(stderr, "moeq plan: --threads takes 1..64, got '%s'\n", argv[i]);
+                return CLI_USAGE;
+            }
         } else if (a[0] == '-' || config_path) {
             fprintf(stderr, "moeq plan: unexpected argument '%s'\n\n", a);
             plan_usage(stderr);
@@ -126,17 +140,17 @@ int cmd_plan(int argc, char **argv) {
         moeq_config_destroy(cfg);
         return CLI_USAGE;
     }
-    moeq_plan_options po = {&ro, &so, json};
-    char *text = NULL;
+    moeq_plan_options po = {&ro, &so, json,
+                            (int32_t)(threads < 1    ? 1
+                                      : threads > 64 ? 64
+                                                     : threads)};
     uint32_t errors = 0;
-    moeq_status st = moeq_plan(cfg, layers, len, &po, &text, &errors, &err);
+    moeq_status st = moeq_plan_write(cfg, layers, len, &po, write_stdout, NULL, &errors, &err);
     free(layers);
     moeq_config_destroy(cfg);
     if (st != MOEQ_OK) {
         cli_print_error(layers_path, &err);
-        return CLI_USAGE;
+        return st == MOEQ_STATUS_IO ? CLI_FAILED : CLI_USAGE;
     }
-    fwrite(text, 1, strlen(text), stdout);
-    moeq_free(text);
     return errors ? CLI_FAILED : CLI_OK;
 }

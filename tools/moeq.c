@@ -119,8 +119,9 @@ void cli_print_error(const char *what, const moeq_error *err) {
 }
 
 void cli_glm_layer_lines(cli_buf *out, int moe_lines) {
-    static const char *const attn[] = {"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj",
-                                       "o_proj", "indexer.wq_b", "indexer.wk"};
+    static const char *const attn[] = {"q_a_proj",  "q_b_proj", "kv_a_proj_with_mqa",
+                                       "kv_b_proj", "o_proj",   "indexer.wq_b",
+                                       "indexer.wk"};
     static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
     cli_buf_printf(out, "model.embed_tokens\n");
     for (int l = 0; l <= 78; l++) {

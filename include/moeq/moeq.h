@@ -497,6 +497,8 @@ typedef struct moeq_plan_options {
     const moeq_resolve_options *resolve; /* NULL: defaults */
     const moeq_select_options *select;   /* NULL: defaults */
     int32_t json;                        /* 1: JSON array, 0: aligned text table */
+    int32_t threads;                     /* 0 or 1: the calling thread only; N > 1: up
+                                            to N threads for long layer lists */
 } moeq_plan_options;
 
 /* Plans every line of `layers` (len bytes): one layer per line, either
@@ -511,6 +513,17 @@ typedef struct moeq_plan_options {
 MOEQ_API moeq_status moeq_plan(const moeq_config *cfg, const char *layers, size_t len,
                                const moeq_plan_options *opts, char **out_text,
                                uint32_t *out_errors, moeq_error *err);
+
+/* A sink for text the library produces: called with consecutive pieces;
+ * returns 0 to go on, anything else to stop (the call then fails with IO). */
+typedef int32_t (*moeq_write_fn)(const char *data, size_t len, void *user_data);
+
+/* moeq_plan, streaming: the text goes to `write` in pieces as it is made
+ * (JSON line by line), so plans of any size need little memory.
+ * @return as moeq_plan, plus IO when the writer stops. */
+MOEQ_API moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t len,
+                                     const moeq_plan_options *opts, moeq_write_fn write,
+                                     void *user_data, uint32_t *out_errors, moeq_error *err);
 
 /* Frees memory the library handed out (plan text, lists). NULL is a no-op. */
 MOEQ_API void moeq_free(void *p);

@@ -1268,8 +1268,12 @@ static moeq_status parse_quant_method(parse_ctx *ctx, const char *block_path, co
     const char *s = "compressed-tensors";
     moeq_status st = MOEQ_STATUS_OK;
     if (!v) {
-        st = warn(ctx, "%s: missing; assuming \"compressed-tensors\" (compressed-tensors' "
-                       "default)", p);
+        /* CT's default.  Only worth a word inside a config.json, where loaders
+         * choose the quantizer by this key; bare blocks are often hand-written. */
+        if (block_path[0]) {
+            st = warn(ctx, "%s: missing; assuming \"compressed-tensors\" (compressed-tensors' "
+                           "default)", p);
+        }
     } else {
         st = want_string(ctx, p, v, &s);
     }
@@ -1574,6 +1578,22 @@ static moeq_status syntax_error(moeq_error *err, const char *json, size_t len, s
                        col, what, k ? " near '" : "", near, k ? "'" : "");
 }
 
+/* cJSON reports the last byte both when the input stops early and when the
+ * last byte itself is wrong.  Parsing again with one more blank tells them
+ * apart: only a truncated input then fails past the original end. */
+static bool input_ends_early(const char *json, size_t len) {
+    char *padded = moeq__malloc(len + 1);
+    if (!padded) return false;
+    memcpy(padded, json, len);
+    padded[len] = ' ';
+    const char *end = NULL;
+    cJSON *again = cJSON_ParseWithLengthOpts(padded, len + 1, &end, 0);
+    bool early = !again && end && (size_t)(end - padded) >= len;
+    cJSON_Delete(again);
+    moeq__free(padded);
+    return early;
+}
+
 static moeq_status parse_json(const char *json, size_t len, cJSON **out, moeq_error *err) {
     *out = NULL;
     if (len == 0) return syntax_error(err, json, 0, 0, "empty input");
@@ -1582,10 +1602,10 @@ static moeq_status parse_json(const char *json, size_t len, cJSON **out, moeq_er
     if (!root) {
         size_t off = (end && end >= json) ? (size_t)(end - json) : 0;
         if (off > len) off = len;
-        /* cJSON reports the last byte when the input stops early. */
-        return syntax_error(err, json, len, off,
-                            off + 1 >= len ? "unexpected end of input (truncated?)"
-                                           : "invalid JSON");
+        if (off + 1 >= len && input_ends_early(json, len)) {
+            return syntax_error(err, json, len, len, "unexpected end of input (truncated?)");
+        }
+        return syntax_error(err, json, len, off, "invalid JSON");
     }
     size_t off = (size_t)(end - json);
     while (off < len && (json[off] == ' ' || json[off] == '\t' || json[off] == '\n' ||

@@ -536,21 +536,31 @@ static moeq_status read_strategy(parse_ctx *ctx, const char *p, const cJSON *v, 
     return MOEQ_STATUS_OK;
 }
 
-/* Python's int() of one "RxC" part: optional blanks and sign, then digits. */
+static bool is_python_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Python's int() of one "RxC" part: blanks around, an optional sign, then
+ * decimal digits, single underscores allowed between digits ("1_024"). */
 static bool parse_python_int(const char *s, size_t len, long *out) {
     size_t i = 0;
-    while (i < len && (s[i] == ' ' || s[i] == '\t')) i++;
+    while (i < len && is_python_space(s[i])) i++;
     bool neg = false;
     if (i < len && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
     size_t digits = 0;
     long value = 0;
-    while (i < len && s[i] >= '0' && s[i] <= '9') {
-        if (value > 100000000L) return false; /* far beyond any block size */
+    while (i < len) {
+        if (s[i] == '_' && digits > 0 && i + 1 < len && s[i + 1] >= '0' && s[i + 1] <= '9') {
+            i++;
+            continue;
+        }
+        if (s[i] < '0' || s[i] > '9') break;
         value = value * 10 + (s[i] - '0');
+        if (value > INT32_MAX) return false; /* moeq keeps block sizes in int32 */
         i++;
         digits++;
     }
-    while (i < len && (s[i] == ' ' || s[i] == '\t')) i++;
+    while (i < len && is_python_space(s[i])) i++;
     if (digits == 0 || i != len) return false;
     *out = neg ? -value : value;
     return true;

@@ -337,6 +337,25 @@ START_TEST(test_args_case_and_legacy_forms) {
     ck_assert_str_eq(summary(a), "int8 block(2x4) sym static");
     moeq_config_destroy(cfg);
 
+    /* the string is read with Python's int() rules, as CT does */
+    static const struct {
+        const char *text;
+        int rows, cols;
+    } rxc[] = {{"' 2 x 4 '", 2, 4}, {"'+16x8'", 16, 8}, {"'\\t1_024x128\\n'", 1024, 128}};
+    for (size_t i = 0; i < sizeof rxc / sizeof *rxc; i++) {
+        char w[128];
+        snprintf(w, sizeof w, "{'strategy': 'block', 'block_structure': %s}", rxc[i].text);
+        cfg = weights_cfg(w);
+        ck_assert_int_eq(group_of(cfg, 0).weights->block_rows, rxc[i].rows);
+        ck_assert_int_eq(group_of(cfg, 0).weights->block_cols, rxc[i].cols);
+        moeq_config_destroy(cfg);
+    }
+    moeq_error err;
+    ck_assert_int_eq(weights_status("{'strategy': 'block', 'block_structure': '2X4'}", &err),
+                     MOEQ_STATUS_SCHEMA);
+    ck_assert_int_eq(weights_status("{'strategy': 'block', 'block_structure': '1__0x4'}", &err),
+                     MOEQ_STATUS_SCHEMA);
+
     cfg = weights_cfg("{'strategy': 'BLOCK', 'block_structure': [128, 64], 'type': 'FLOAT'}");
     ck_assert_str_eq(summary(group_of(cfg, 0).weights), "float8 block(128x64) sym static");
     moeq_config_destroy(cfg);

@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -77,6 +78,13 @@ static void path_index(char *out, const char *base, size_t i) {
     mark_cut(out, PATH_SIZE, n);
 }
 
+/* The shortest text that reads back as d ("4.5", not "4.5000000000000000"). */
+static const char *number_text(double d, char *buf, size_t n) {
+    snprintf(buf, n, "%.15g", d);
+    if (strtod(buf, NULL) != d) snprintf(buf, n, "%.17g", d);
+    return buf;
+}
+
 /* A short description of a JSON value for "expected X, found Y" messages. */
 static const char *describe(const cJSON *v, char *buf, size_t n) {
     if (!v) {
@@ -85,7 +93,8 @@ static const char *describe(const cJSON *v, char *buf, size_t n) {
         bool long_text = strlen(v->valuestring) > 80;
         snprintf(buf, n, "a string \"%.80s%s\"", v->valuestring, long_text ? "..." : "");
     } else if (cJSON_IsNumber(v)) {
-        snprintf(buf, n, "the number %.17g", v->valuedouble);
+        char num[32];
+        snprintf(buf, n, "the number %s", number_text(v->valuedouble, num, sizeof num));
     } else if (cJSON_IsTrue(v)) {
         snprintf(buf, n, "true");
     } else if (cJSON_IsFalse(v)) {
@@ -109,7 +118,8 @@ static void render_value(const cJSON *v, char *buf, size_t n, size_t *pos) {
     if (cJSON_IsString(v)) {
         w = snprintf(buf + *pos, n - *pos, "'%s'", v->valuestring);
     } else if (cJSON_IsNumber(v)) {
-        w = snprintf(buf + *pos, n - *pos, "%.17g", v->valuedouble);
+        char num[32];
+        w = snprintf(buf + *pos, n - *pos, "%s", number_text(v->valuedouble, num, sizeof num));
     } else if (cJSON_IsBool(v)) {
         w = snprintf(buf + *pos, n - *pos, "%s", cJSON_IsTrue(v) ? "True" : "False");
     } else if (cJSON_IsNull(v)) {
@@ -330,7 +340,7 @@ static moeq_status want_string_list(parse_ctx *ctx, const char *path, const cJSO
                                     uint32_t *n_out, char ***out) {
     if (!cJSON_IsArray(v)) return type_error(ctx, path, "a list of strings", v);
     size_t n = count_children(v);
-    if (n > UINT32_MAX) return moeq__error(ctx->err, MOEQ_STATUS_LIMIT, "%s: too many entries", path);
+    if (n > UINT32_MAX) return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA, "%s: too many entries", path);
     char path_i[PATH_SIZE];
     size_t i = 0;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
@@ -1314,6 +1324,17 @@ static moeq_status parse_top_format(parse_ctx *ctx, const char *block_path, cons
     if (st != MOEQ_STATUS_OK) return st;
     ctx->cfg->format = format_from_name(s, true);
     if (ctx->cfg->format != MOEQ_FORMAT_NONE) return MOEQ_STATUS_OK;
+    /* CT's compressor registry lower-cases and turns '_' into '-', so
+     * "Pack_Quantized" still loads there (vLLM compares exactly). */
+    char norm[64];
+    size_t i = 0;
+    for (; s[i] && i + 1 < sizeof norm; i++) norm[i] = s[i] == '_' ? '-' : ascii_lower(s[i]);
+    norm[i] = '\0';
+    ctx->cfg->format = s[i] ? MOEQ_FORMAT_NONE : format_from_name(norm, true);
+    if (ctx->cfg->format != MOEQ_FORMAT_NONE) {
+        return warn(ctx, "%s: '%s' read as '%s' (compressed-tensors normalises format names; "
+                         "write the exact name)", p, s, norm);
+    }
     return warn(ctx, "%s: unknown compression format '%s'; each group's format will be its own "
                      "or inferred from its scheme (known: " GROUP_FORMATS_TEXT
                      ", mixed-precision, fakequant)", p, s);

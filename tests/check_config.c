@@ -707,6 +707,7 @@ static const bad_case k_bad[] = {
     /* QuantizationArgs: wrong JSON types */
     {W("{'num_bits': '4'}"), MOEQ_STATUS_SCHEMA, WP "num_bits: expected an integer, found a string \"4\""},
     {W("{'num_bits': 4.5}"), MOEQ_STATUS_SCHEMA, WP "num_bits: expected an integer, found the number 4.5"},
+    {W("{'num_bits': 0.1}"), MOEQ_STATUS_SCHEMA, WP "num_bits: expected an integer, found the number 0.1"},
     {W("{'num_bits': true}"), MOEQ_STATUS_SCHEMA, WP "num_bits: expected an integer, found true"},
     {W("{'num_bits': null}"), MOEQ_STATUS_SCHEMA, WP "num_bits: expected an integer, found null"},
     {W("{'num_bits': 4294967300}"), MOEQ_STATUS_SCHEMA, WP "num_bits: expected an integer within the int32 range"},
@@ -1126,8 +1127,9 @@ START_TEST(test_other_warnings) {
         "'version': 'nightly', 'config_groups': {'g': {'targets': ['a'], 'weights': {'num_bits': 4, "
         "'num_bits': 8}}, 'h': {'targets': ['b']}, 'g': {'targets': ['c']}}}");
     ck_assert(has_warning(cfg, "quant_method: \"sparseml\" is the name used by very old configs"));
-    ck_assert(has_warning(cfg, "format: unknown compression format 'pack_quantized'"));
-    ck_assert_int_eq(moeq_config_format(cfg), MOEQ_FORMAT_NONE);
+    ck_assert(has_warning(cfg, "format: 'pack_quantized' read as 'pack-quantized' "
+                               "(compressed-tensors normalises format names"));
+    ck_assert_int_eq(moeq_config_format(cfg), MOEQ_FORMAT_PACK_QUANTIZED);
     ck_assert(has_warning(cfg, "quantization_status: unknown status 'done'"));
     ck_assert_str_eq(moeq_config_quantization_status(cfg), "done");
     ck_assert(has_warning(cfg, "version: cannot read a version number from 'nightly'"));
@@ -1146,6 +1148,14 @@ START_TEST(test_other_warnings) {
     ck_assert_int_eq(group_of(cfg, 0).weights->num_bits, 8);
     ck_assert(has_warning(cfg, "config_groups.g.weights.num_bits: key given more than once; the "
                                "last value is used"));
+    moeq_config_destroy(cfg);
+
+    cfg = ok_sq("{'format': 'int4-awq', 'config_groups': {'g': {'targets': ['a'], 'weights': "
+                "{'num_bits': 4, 'group_size': 128}}}}");
+    ck_assert(has_warning(cfg, "format: unknown compression format 'int4-awq'; each group's "
+                               "format will be its own or inferred from its scheme"));
+    ck_assert_int_eq(moeq_config_format(cfg), MOEQ_FORMAT_NONE);
+    ck_assert_int_eq(moeq__group_format(cfg, &cfg->groups[0]), MOEQ_FORMAT_PACK_QUANTIZED);
     moeq_config_destroy(cfg);
 
     /* quant_method missing: CT's default, with a warning */

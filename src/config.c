@@ -159,11 +159,10 @@ static const char *python_text(const cJSON *v, char *buf, size_t n) {
 /* ------------------------------------------------------------------------ */
 
 static const char *const k_qtype_names[] = {"int", "float"};
-static const char *const k_strategy_names[] = {"tensor", "channel",      "group",    "block",
-                                               "token",  "tensor_group", "attn_head"};
-static const char *const k_actorder_names[] = {"group", "weight", "dynamic", "static"};
-static const int32_t k_actorder_values[] = {MOEQ_ACTORDER_GROUP, MOEQ_ACTORDER_WEIGHT,
-                                            MOEQ_ACTORDER_DYNAMIC, MOEQ_ACTORDER_STATIC};
+/* Strategy and actorder spellings come from status.c (moeq_strategy_name,
+ * moeq_actorder_name), whose tables follow the enum values. */
+#define STRATEGY_COUNT (MOEQ_STRATEGY_ATTN_HEAD + 1)
+#define ACTORDER_COUNT (MOEQ_ACTORDER_STATIC + 1)
 static const char *const k_status_names[] = {"initialized", "calibration", "frozen", "compressed",
                                              "decompressed"};
 static const char *const k_online_locations[] = {"input", "output", "k_cache", "q_attn"};
@@ -534,7 +533,8 @@ static moeq_status read_strategy(parse_ctx *ctx, const char *p, const cJSON *v, 
     const char *s = NULL;
     moeq_status st = want_string(ctx, p, v, &s);
     if (st != MOEQ_STATUS_OK) return st;
-    int i = lookup_ci(s, k_strategy_names, MOEQ__ARRAY_LEN(k_strategy_names));
+    int i = STRATEGY_COUNT - 1;
+    while (i >= 0 && !ascii_case_equal(s, moeq_strategy_name(i))) i--;
     if (i < 0) {
         return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
                            "%s: '%s' is not a valid QuantizationStrategy (expected one of: tensor, "
@@ -649,14 +649,15 @@ static moeq_status read_actorder(parse_ctx *ctx, const char *p, const cJSON *v, 
         return MOEQ_STATUS_OK;
     }
     if (!cJSON_IsString(v)) return type_error(ctx, p, "a string, true, false or null", v);
-    int i = lookup_ci(v->valuestring, k_actorder_names, MOEQ__ARRAY_LEN(k_actorder_names));
-    if (i < 0) {
+    int i = ACTORDER_COUNT - 1; /* index 0 is "none", which is not a valid string */
+    while (i > MOEQ_ACTORDER_NONE && !ascii_case_equal(v->valuestring, moeq_actorder_name(i))) i--;
+    if (i == MOEQ_ACTORDER_NONE) {
         return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
                            "%s: '%s' is not a valid ActivationOrdering (expected one of: group, "
                            "weight, dynamic, static, true, false, null)",
                            p, v->valuestring);
     }
-    r->actorder = k_actorder_values[i];
+    r->actorder = i;
     if (moeq_actorder_is_group(r->actorder)) {
         /* CT logs this deprecation for the string forms only. */
         return warn(ctx, "%s: actorder='group' (and its alias 'dynamic') will be removed in a "
@@ -781,7 +782,7 @@ static moeq_status derive_strategy(parse_ctx *ctx, const char *path, const raw_a
                               "group_size = -1 for 'channel'", (int)gs);
         }
     }
-    const char *sname = k_strategy_names[strategy];
+    const char *sname = moeq_strategy_name(strategy);
     /* 2. token needs dynamic */
     if (strategy == MOEQ_STRATEGY_TOKEN && r->dynamic == MOEQ_DYNAMIC_FALSE) {
         return args_error(ctx, path, "strategy",
@@ -827,7 +828,7 @@ static moeq_status derive_strategy(parse_ctx *ctx, const char *path, const raw_a
 static moeq_status derive_observer(parse_ctx *ctx, const char *path, const raw_args *r,
                                    int32_t strategy, const char **observer_out) {
     const char *observer = r->observer;
-    const char *sname = k_strategy_names[strategy];
+    const char *sname = moeq_strategy_name(strategy);
     if (r->dynamic != MOEQ_DYNAMIC_FALSE) {
         if (strategy != MOEQ_STRATEGY_TOKEN && strategy != MOEQ_STRATEGY_TENSOR &&
             strategy != MOEQ_STRATEGY_TENSOR_GROUP && strategy != MOEQ_STRATEGY_GROUP) {
@@ -1077,7 +1078,7 @@ static moeq_status validate_scheme(parse_ctx *ctx, const char *gpath, const moeq
             return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
                                "%s: Using %s strategy is not supported for activation "
                                "quantization (use token, tensor, group, tensor_group or "
-                               "attn_head)", p, k_strategy_names[s]);
+                               "attn_head)", p, moeq_strategy_name(s));
         }
         if (g->input.actorder != MOEQ_ACTORDER_NONE) {
             path_key(p, gpath, "input_activations.actorder");

@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -77,6 +78,13 @@ static void path_index(char *out, const char *base, size_t i) {
     mark_cut(out, PATH_SIZE, n);
 }
 
+/* The shortest text that reads back as d ("4.5", not "4.5000000000000000"). */
+static const char *number_text(double d, char *buf, size_t n) {
+    snprintf(buf, n, "%.15g", d);
+    if (strtod(buf, NULL) != d) snprintf(buf, n, "%.17g", d);
+    return buf;
+}
+
 /* A short description of a JSON value for "expected X, found Y" messages. */
 static const char *describe(const cJSON *v, char *buf, size_t n) {
     if (!v) {
@@ -85,7 +93,8 @@ static const char *describe(const cJSON *v, char *buf, size_t n) {
         bool long_text = strlen(v->valuestring) > 80;
         snprintf(buf, n, "a string \"%.80s%s\"", v->valuestring, long_text ? "..." : "");
     } else if (cJSON_IsNumber(v)) {
-        snprintf(buf, n, "the number %.17g", v->valuedouble);
+        char num[32];
+        snprintf(buf, n, "the number %s", number_text(v->valuedouble, num, sizeof num));
     } else if (cJSON_IsTrue(v)) {
         snprintf(buf, n, "true");
     } else if (cJSON_IsFalse(v)) {
@@ -109,7 +118,8 @@ static void render_value(const cJSON *v, char *buf, size_t n, size_t *pos) {
     if (cJSON_IsString(v)) {
         w = snprintf(buf + *pos, n - *pos, "'%s'", v->valuestring);
     } else if (cJSON_IsNumber(v)) {
-        w = snprintf(buf + *pos, n - *pos, "%.17g", v->valuedouble);
+        char num[32];
+        w = snprintf(buf + *pos, n - *pos, "%s", number_text(v->valuedouble, num, sizeof num));
     } else if (cJSON_IsBool(v)) {
         w = snprintf(buf + *pos, n - *pos, "%s", cJSON_IsTrue(v) ? "True" : "False");
     } else if (cJSON_IsNull(v)) {
@@ -149,11 +159,10 @@ static const char *python_text(const cJSON *v, char *buf, size_t n) {
 /* ------------------------------------------------------------------------ */
 
 static const char *const k_qtype_names[] = {"int", "float"};
-static const char *const k_strategy_names[] = {"tensor", "channel",      "group",    "block",
-                                               "token",  "tensor_group", "attn_head"};
-static const char *const k_actorder_names[] = {"group", "weight", "dynamic", "static"};
-static const int32_t k_actorder_values[] = {MOEQ_ACTORDER_GROUP, MOEQ_ACTORDER_WEIGHT,
-                                            MOEQ_ACTORDER_DYNAMIC, MOEQ_ACTORDER_STATIC};
+/* Strategy and actorder spellings come from status.c (moeq_strategy_name,
+ * moeq_actorder_name), whose tables follow the enum values. */
+#define STRATEGY_COUNT (MOEQ_STRATEGY_ATTN_HEAD + 1)
+#define ACTORDER_COUNT (MOEQ_ACTORDER_STATIC + 1)
 static const char *const k_status_names[] = {"initialized", "calibration", "frozen", "compressed",
                                              "decompressed"};
 static const char *const k_online_locations[] = {"input", "output", "k_cache", "q_attn"};
@@ -330,7 +339,7 @@ static moeq_status want_string_list(parse_ctx *ctx, const char *path, const cJSO
                                     uint32_t *n_out, char ***out) {
     if (!cJSON_IsArray(v)) return type_error(ctx, path, "a list of strings", v);
     size_t n = count_children(v);
-    if (n > UINT32_MAX) return moeq__error(ctx->err, MOEQ_STATUS_LIMIT, "%s: too many entries", path);
+    if (n > UINT32_MAX) return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA, "%s: too many entries", path);
     char path_i[PATH_SIZE];
     size_t i = 0;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
@@ -524,7 +533,8 @@ static moeq_status read_strategy(parse_ctx *ctx, const char *p, const cJSON *v, 
     const char *s = NULL;
     moeq_status st = want_string(ctx, p, v, &s);
     if (st != MOEQ_STATUS_OK) return st;
-    int i = lookup_ci(s, k_strategy_names, MOEQ__ARRAY_LEN(k_strategy_names));
+    int i = STRATEGY_COUNT - 1;
+    while (i >= 0 && !ascii_case_equal(s, moeq_strategy_name(i))) i--;
     if (i < 0) {
         return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
                            "%s: '%s' is not a valid QuantizationStrategy (expected one of: tensor, "
@@ -536,21 +546,31 @@ static moeq_status read_strategy(parse_ctx *ctx, const char *p, const cJSON *v, 
     return MOEQ_STATUS_OK;
 }
 
-/* Python's int() of one "RxC" part: optional blanks and sign, then digits. */
+static bool is_python_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Python's int() of one "RxC" part: blanks around, an optional sign, then
+ * decimal digits, single underscores allowed between digits ("1_024"). */
 static bool parse_python_int(const char *s, size_t len, long *out) {
     size_t i = 0;
-    while (i < len && (s[i] == ' ' || s[i] == '\t')) i++;
+    while (i < len && is_python_space(s[i])) i++;
     bool neg = false;
     if (i < len && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
     size_t digits = 0;
     long value = 0;
-    while (i < len && s[i] >= '0' && s[i] <= '9') {
-        if (value > 100000000L) return false; /* far beyond any block size */
+    while (i < len) {
+        if (s[i] == '_' && digits > 0 && i + 1 < len && s[i + 1] >= '0' && s[i + 1] <= '9') {
+            i++;
+            continue;
+        }
+        if (s[i] < '0' || s[i] > '9') break;
         value = value * 10 + (s[i] - '0');
+        if (value > INT32_MAX) return false; /* moeq keeps block sizes in int32 */
         i++;
         digits++;
     }
-    while (i < len && (s[i] == ' ' || s[i] == '\t')) i++;
+    while (i < len && is_python_space(s[i])) i++;
     if (digits == 0 || i != len) return false;
     *out = neg ? -value : value;
     return true;
@@ -629,14 +649,15 @@ static moeq_status read_actorder(parse_ctx *ctx, const char *p, const cJSON *v, 
         return MOEQ_STATUS_OK;
     }
     if (!cJSON_IsString(v)) return type_error(ctx, p, "a string, true, false or null", v);
-    int i = lookup_ci(v->valuestring, k_actorder_names, MOEQ__ARRAY_LEN(k_actorder_names));
-    if (i < 0) {
+    int i = ACTORDER_COUNT - 1; /* index 0 is "none", which is not a valid string */
+    while (i > MOEQ_ACTORDER_NONE && !ascii_case_equal(v->valuestring, moeq_actorder_name(i))) i--;
+    if (i == MOEQ_ACTORDER_NONE) {
         return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
                            "%s: '%s' is not a valid ActivationOrdering (expected one of: group, "
                            "weight, dynamic, static, true, false, null)",
                            p, v->valuestring);
     }
-    r->actorder = k_actorder_values[i];
+    r->actorder = i;
     if (moeq_actorder_is_group(r->actorder)) {
         /* CT logs this deprecation for the string forms only. */
         return warn(ctx, "%s: actorder='group' (and its alias 'dynamic') will be removed in a "
@@ -761,7 +782,7 @@ static moeq_status derive_strategy(parse_ctx *ctx, const char *path, const raw_a
                               "group_size = -1 for 'channel'", (int)gs);
         }
     }
-    const char *sname = k_strategy_names[strategy];
+    const char *sname = moeq_strategy_name(strategy);
     /* 2. token needs dynamic */
     if (strategy == MOEQ_STRATEGY_TOKEN && r->dynamic == MOEQ_DYNAMIC_FALSE) {
         return args_error(ctx, path, "strategy",
@@ -807,7 +828,7 @@ static moeq_status derive_strategy(parse_ctx *ctx, const char *path, const raw_a
 static moeq_status derive_observer(parse_ctx *ctx, const char *path, const raw_args *r,
                                    int32_t strategy, const char **observer_out) {
     const char *observer = r->observer;
-    const char *sname = k_strategy_names[strategy];
+    const char *sname = moeq_strategy_name(strategy);
     if (r->dynamic != MOEQ_DYNAMIC_FALSE) {
         if (strategy != MOEQ_STRATEGY_TOKEN && strategy != MOEQ_STRATEGY_TENSOR &&
             strategy != MOEQ_STRATEGY_TENSOR_GROUP && strategy != MOEQ_STRATEGY_GROUP) {
@@ -1057,7 +1078,7 @@ static moeq_status validate_scheme(parse_ctx *ctx, const char *gpath, const moeq
             return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
                                "%s: Using %s strategy is not supported for activation "
                                "quantization (use token, tensor, group, tensor_group or "
-                               "attn_head)", p, k_strategy_names[s]);
+                               "attn_head)", p, moeq_strategy_name(s));
         }
         if (g->input.actorder != MOEQ_ACTORDER_NONE) {
             path_key(p, gpath, "input_activations.actorder");
@@ -1268,8 +1289,12 @@ static moeq_status parse_quant_method(parse_ctx *ctx, const char *block_path, co
     const char *s = "compressed-tensors";
     moeq_status st = MOEQ_STATUS_OK;
     if (!v) {
-        st = warn(ctx, "%s: missing; assuming \"compressed-tensors\" (compressed-tensors' "
-                       "default)", p);
+        /* CT's default.  Only worth a word inside a config.json, where loaders
+         * choose the quantizer by this key; bare blocks are often hand-written. */
+        if (block_path[0]) {
+            st = warn(ctx, "%s: missing; assuming \"compressed-tensors\" (compressed-tensors' "
+                           "default)", p);
+        }
     } else {
         st = want_string(ctx, p, v, &s);
     }
@@ -1300,6 +1325,17 @@ static moeq_status parse_top_format(parse_ctx *ctx, const char *block_path, cons
     if (st != MOEQ_STATUS_OK) return st;
     ctx->cfg->format = format_from_name(s, true);
     if (ctx->cfg->format != MOEQ_FORMAT_NONE) return MOEQ_STATUS_OK;
+    /* CT's compressor registry lower-cases and turns '_' into '-', so
+     * "Pack_Quantized" still loads there (vLLM compares exactly). */
+    char norm[64];
+    size_t i = 0;
+    for (; s[i] && i + 1 < sizeof norm; i++) norm[i] = s[i] == '_' ? '-' : ascii_lower(s[i]);
+    norm[i] = '\0';
+    ctx->cfg->format = s[i] ? MOEQ_FORMAT_NONE : format_from_name(norm, true);
+    if (ctx->cfg->format != MOEQ_FORMAT_NONE) {
+        return warn(ctx, "%s: '%s' read as '%s' (compressed-tensors normalises format names; "
+                         "write the exact name)", p, s, norm);
+    }
     return warn(ctx, "%s: unknown compression format '%s'; each group's format will be its own "
                      "or inferred from its scheme (known: " GROUP_FORMATS_TEXT
                      ", mixed-precision, fakequant)", p, s);
@@ -1574,6 +1610,22 @@ static moeq_status syntax_error(moeq_error *err, const char *json, size_t len, s
                        col, what, k ? " near '" : "", near, k ? "'" : "");
 }
 
+/* cJSON reports the last byte both when the input stops early and when the
+ * last byte itself is wrong.  Parsing again with one more blank tells them
+ * apart: only a truncated input then fails past the original end. */
+static bool input_ends_early(const char *json, size_t len) {
+    char *padded = moeq__malloc(len + 1);
+    if (!padded) return false;
+    memcpy(padded, json, len);
+    padded[len] = ' ';
+    const char *end = NULL;
+    cJSON *again = cJSON_ParseWithLengthOpts(padded, len + 1, &end, 0);
+    bool early = !again && end && (size_t)(end - padded) >= len;
+    cJSON_Delete(again);
+    moeq__free(padded);
+    return early;
+}
+
 static moeq_status parse_json(const char *json, size_t len, cJSON **out, moeq_error *err) {
     *out = NULL;
     if (len == 0) return syntax_error(err, json, 0, 0, "empty input");
@@ -1582,10 +1634,10 @@ static moeq_status parse_json(const char *json, size_t len, cJSON **out, moeq_er
     if (!root) {
         size_t off = (end && end >= json) ? (size_t)(end - json) : 0;
         if (off > len) off = len;
-        /* cJSON reports the last byte when the input stops early. */
-        return syntax_error(err, json, len, off,
-                            off + 1 >= len ? "unexpected end of input (truncated?)"
-                                           : "invalid JSON");
+        if (off + 1 >= len && input_ends_early(json, len)) {
+            return syntax_error(err, json, len, len, "unexpected end of input (truncated?)");
+        }
+        return syntax_error(err, json, len, off, "invalid JSON");
     }
     size_t off = (size_t)(end - json);
     while (off < len && (json[off] == ' ' || json[off] == '\t' || json[off] == '\n' ||

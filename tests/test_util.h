@@ -16,11 +16,17 @@
 #define MOEQ_TEST_DATA_DIR "tests/data"
 #endif
 
+/* The message of an error record that may be NULL (a function, so that
+ * passing &err does not warn that the address is never NULL). */
+static inline const char *moeq_test_message(const moeq_error *err) {
+    return err ? err->message : "";
+}
+
 /* Asserts a status, printing the error message when it differs. */
 #define ck_assert_status(got, want, errp)                                              \
     ck_assert_msg((int)(got) == (int)(want), "status %s, want %s: %s",                 \
                   moeq_status_name((int)(got)), moeq_status_name((int)(want)),          \
-                  (errp) ? (errp)->message : "")
+                  moeq_test_message(errp))
 
 #define ck_assert_ok(got, errp) ck_assert_status(got, MOEQ_STATUS_OK, errp)
 

@@ -1,4 +1,10 @@
-/* check_safetensors.c - the checkpoint reader and the .safetensors writer. */
+/*
+ * check_safetensors.c - the checkpoint reader and the .safetensors writer.
+ *
+ * `check_safetensors --copy IN OUT` opens IN and writes its tensors and
+ * metadata to OUT; the cross-check against the safetensors package
+ * (safetensors_package.py) drives it.
+ */
 #include "test_util.h"
 #include "internal.h"
 #include "safetensors.h"
@@ -1040,4 +1046,42 @@ static Suite *safetensors_suite(void) {
     return s;
 }
 
-MOEQ_TEST_MAIN(safetensors_suite)
+/* Opens IN and writes every tensor, and the first file's metadata, to OUT. */
+static int copy_checkpoint(const char *in, const char *out) {
+    moeq_checkpoint *ck;
+    moeq_error err;
+    if (moeq_checkpoint_open(in, &ck, &err) != MOEQ_STATUS_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return EXIT_FAILURE;
+    }
+    uint32_t n = (uint32_t)moeq_checkpoint_tensor_count(ck);
+    moeq_tensor *t = calloc(n + 1, sizeof *t);
+    for (uint32_t i = 0; i < n; i++) moeq_checkpoint_tensor(ck, i, &t[i]);
+    moeq__sb meta;
+    moeq__sb_init(&meta);
+    uint32_t n_meta = moeq__checkpoint_metadata_count(ck, 0);
+    for (uint32_t j = 0; j < n_meta; j++) {
+        const char *key, *value;
+        moeq__checkpoint_metadata_pair(ck, 0, j, &key, &value);
+        moeq__sb_putc(&meta, j ? ',' : '{');
+        moeq__sb_json_string(&meta, key);
+        moeq__sb_putc(&meta, ':');
+        moeq__sb_json_string(&meta, value);
+    }
+    if (n_meta > 0) moeq__sb_putc(&meta, '}');
+    moeq_status rc = moeq_safetensors_write(out, t, n, n_meta ? meta.data : NULL, &err);
+    if (rc != MOEQ_STATUS_OK) fprintf(stderr, "%s\n", err.message);
+    moeq__sb_free(&meta);
+    free(t);
+    moeq_checkpoint_close(ck);
+    return rc == MOEQ_STATUS_OK ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "--copy") == 0) return copy_checkpoint(argv[2], argv[3]);
+    SRunner *sr = srunner_create(safetensors_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

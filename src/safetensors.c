@@ -332,7 +332,7 @@ static int cmp_tensor_data(const void *a, const void *b) {
 /* Two tensors overlap when their byte ranges share a byte.  Empty tensors
  * share none, and gaps between tensors are allowed. */
 static moeq_status check_overlaps(const st_file *f, moeq_tensor *t, size_t n, moeq_error *err) {
-    qsort(t, n, sizeof *t, cmp_tensor_data);
+    if (n > 1) qsort(t, n, sizeof *t, cmp_tensor_data);
     const moeq_tensor *reach = NULL; /* the non-empty tensor that ends furthest so far */
     size_t reach_end = 0;
     for (size_t i = 0; i < n; i++) {

@@ -332,6 +332,8 @@ START_TEST(test_write_errors) {
     ck_assert_int_eq(npy_write(g_path, MOEQ_DTYPE_F32, 9, shape, data, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "ndim 9 is outside 0..8"));
     ck_assert_int_eq(npy_write(g_path, MOEQ_DTYPE_F32, -1, shape, data, err, sizeof err), -1);
+    ck_assert_int_eq(npy_write(g_path, MOEQ_DTYPE_F32, 1, NULL, data, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "shape is NULL"));
     int64_t negative[1] = {-4};
     ck_assert_int_eq(npy_write(g_path, MOEQ_DTYPE_F32, 1, negative, data, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "negative dimension"));

@@ -91,9 +91,10 @@ int npy_write(const char *path, int32_t dtype, int32_t ndim, const int64_t *shap
         return fail(err, err_size, "%s: dtype %s has no .npy equivalent", path,
                     moeq_dtype_name(dtype));
     }
-    if (ndim < 0 || ndim > MOEQ_MAX_DIMS || (ndim > 0 && !shape)) {
+    if (ndim < 0 || ndim > MOEQ_MAX_DIMS) {
         return fail(err, err_size, "%s: ndim %d is outside 0..%d", path, (int)ndim, MOEQ_MAX_DIMS);
     }
+    if (ndim > 0 && !shape) return fail(err, err_size, "%s: shape is NULL", path);
     uint64_t nbytes;
     if (!array_bytes(shape, ndim, moeq_dtype_size(dtype), &nbytes) || nbytes > SIZE_MAX) {
         return fail(err, err_size, "%s: shape has a negative dimension or is too large", path);

@@ -132,9 +132,16 @@ static bool json_uint(const cJSON *item, uint64_t *out) {
     return true;
 }
 
-/* "F64, F32, ..., BOOL": what a dtype tag may be. */
-static const char *known_dtypes(void) {
-    return "F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I8, U8, I16, U16, I32, U32, I64, U64, BOOL";
+/* "F64, F32, ..., BOOL" (what a dtype tag may be) into buf. */
+static const char *known_dtypes(char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int32_t d = 1; d < MOEQ_DTYPE_COUNT_ && len < size; d++) {
+        int n = snprintf(buf + len, size - len, "%s%s", d > 1 ? ", " : "", moeq_dtype_name(d));
+        if (n < 0) break;
+        len += (size_t)n;
+    }
+    return buf;
 }
 
 /* "[2, 3]" into buf. */
@@ -260,8 +267,9 @@ static moeq_status parse_entry(const st_file *f, const char *name, const cJSON *
     }
     t->dtype = moeq_dtype_from_name(dtype->valuestring);
     if (t->dtype == MOEQ_DTYPE_INVALID) {
+        char known[256];
         return moeq__error(err, bad, "%s: tensor '%s': unknown dtype '%s' (known: %s)", f->path,
-                           name, dtype->valuestring, known_dtypes());
+                           name, dtype->valuestring, known_dtypes(known, sizeof known));
     }
 
     if (!cJSON_IsArray(shape)) {

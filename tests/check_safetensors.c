@@ -566,7 +566,9 @@ static const corrupt_case k_corrupt[] = {
     {"dtype not a string", E("\"dtype\":4,\"shape\":[2],\"data_offsets\":[0,8]"), 0, AUTO, 8,
      MOEQ_STATUS_CHECKPOINT, "tensor 't': dtype is a JSON number"},
     {"unknown dtype", E("\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]"), 0, AUTO, 1,
-     MOEQ_STATUS_CHECKPOINT, "tensor 't': unknown dtype 'F4' (known: F64"},
+     MOEQ_STATUS_CHECKPOINT,
+     "tensor 't': unknown dtype 'F4' (known: F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I8, U8, "
+     "I16, U16, I32, U32, I64, U64, BOOL)"},
     {"lower-case dtype", E("\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]"), 0, AUTO, 8,
      MOEQ_STATUS_CHECKPOINT, "unknown dtype 'f32'"},
     {"shape not an array", E("\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]"), 0, AUTO, 8,

@@ -547,12 +547,18 @@ typedef struct moeq_tensor {
 
 typedef struct moeq_checkpoint moeq_checkpoint;
 
-/* Opens a safetensors checkpoint: a model directory (model.safetensors or
- * model.safetensors.index.json with its shards), a single .safetensors file,
- * or an index file.  Files are memory-mapped; every header is validated
- * (length bounds, JSON, dtypes, offsets in range and not overlapping,
- * size = shape x dtype size) and errors name the file and the tensor.
- * @return OK, INVALID_ARG, IO, CHECKPOINT, NOMEM.
+/* Opens a safetensors checkpoint: a model directory (its
+ * model.safetensors.index.json with the shards it names, else
+ * model.safetensors, else every *.safetensors file in it), a single
+ * .safetensors file, or an index file (*.json).  Files are memory-mapped;
+ * every header is validated (length bounds, JSON, dtypes, offsets in range and
+ * not overlapping, size = shape x dtype size) and errors name the file and the
+ * tensor.  Tensors a shard holds beyond the index's weight_map are available
+ * too (a WARN log message says how many).  Tensor data points into the mapping: it is aligned to its element
+ * size in files laid out as the safetensors package (and moeq) write them, and
+ * may be unaligned in others.
+ * @return OK, INVALID_ARG, IO, CHECKPOINT, NOMEM, LIMIT (a file too large to
+ *         map on this platform).
  * OUT *out: close with moeq_checkpoint_close.  Immutable and thread-safe. */
 MOEQ_API moeq_status moeq_checkpoint_open(const char *path, moeq_checkpoint **out,
                                           moeq_error *err);
@@ -567,9 +573,12 @@ MOEQ_API moeq_status moeq_checkpoint_tensor(const moeq_checkpoint *ckpt, uint64_
 MOEQ_API moeq_status moeq_checkpoint_find(const moeq_checkpoint *ckpt, const char *name,
                                           moeq_tensor *out);
 
-/* Writes `n` tensors to a new .safetensors file at `path` (header keys in
- * name order, 8-byte aligned data).  `metadata_json` is an optional JSON
- * object of string values for "__metadata__" (NULL for none).
+/* Writes `n` tensors to a new .safetensors file at `path`, laid out as the
+ * safetensors package does: data ordered by dtype (widest first) then name,
+ * so that every tensor is aligned to its element size, and the header padded
+ * with spaces so the data starts 8-byte aligned.  `metadata_json` is an
+ * optional JSON object of string values for "__metadata__" (NULL for none).
+ * The file is written to "<path>.tmp" and renamed over `path`.
  * @return OK, INVALID_ARG, IO, NOMEM. */
 MOEQ_API moeq_status moeq_safetensors_write(const char *path, const moeq_tensor *tensors,
                                             uint32_t n, const char *metadata_json,

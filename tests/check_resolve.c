@@ -504,6 +504,46 @@ START_TEST(test_resolve_out_of_memory) {
 }
 END_TEST
 
+/* Every real config in tests/data/configs resolves, and its MoE experts
+ * select the scheme the config describes. */
+static const struct {
+    const char *file;
+    const char *scheme;
+} k_real_configs[] = {
+    {"glm-5.3-int4-int8mix-rtn-g64-mixed-regex-no-linear.json", "wna16"},
+    {"llama-3.1-8b-instruct-fp8-dynamic-channel-token.json", "w8a8_fp8"},
+    {"llama2c-stories110m-w4a16-g128-pack-quantized.json", "wna16"},
+    {"meta-llama-3-8b-mxfp4-w4a4-ct-readme.json", "w4a16_mxfp4"},
+    {"phi-3-mini-128k-instruct-fp8-static-naive-frozen.json", "w8a8_fp8"},
+    {"qwen3-w8a8-int8-mse-observer-v0.13.json", "w8a8_int8"},
+    {"qwen3.5-27b-mxfp4a16-kaitchup-abbrev.json", "w4a16_mxfp4"},
+};
+
+START_TEST(test_real_configs_resolve) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/configs/%s", MOEQ_TEST_DATA_DIR, k_real_configs[_i].file);
+    moeq_config *cfg = NULL;
+    moeq_error err;
+    ck_assert_ok(moeq_config_load(path, NULL, &cfg, &err), &err);
+    /* The GLM targets name layers 3-77; the others use "Linear". */
+    const char *layer = strstr(path, "glm") ? "model.layers.10" : "model.layers.0";
+    char prefix[128], name[160];
+    snprintf(prefix, sizeof prefix, "%s.mlp.experts", layer);
+    moeq_resolution r;
+    ck_assert_ok(moeq_resolve_moe(cfg, prefix, 8, NULL, NULL, &r, &err), &err);
+    ck_assert_int_eq(r.status, MOEQ_MATCH_QUANTIZED);
+    moeq_selection sel;
+    ck_assert_ok(moeq_select(&r, prefix, NULL, &sel, &err), &err);
+    ck_assert_str_eq(moeq_scheme_name(sel.scheme), k_real_configs[_i].scheme);
+    ck_assert_ok(moeq_resolve(cfg, "lm_head", MOEQ_MODULE_LINEAR, NULL, &r, &err), &err);
+    ck_assert_int_eq(r.status, MOEQ_MATCH_IGNORED);
+    snprintf(name, sizeof name, "%s.self_attn.o_proj", strstr(path, "glm") ? "model.layers.3" : layer);
+    ck_assert_ok(moeq_resolve(cfg, name, MOEQ_MODULE_LINEAR, NULL, &r, &err), &err);
+    ck_assert_int_eq(r.status, MOEQ_MATCH_QUANTIZED);
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
 static Suite *resolve_suite(void) {
     Suite *s = suite_create("resolve");
     TCase *tc = tcase_create("core");
@@ -521,6 +561,8 @@ static Suite *resolve_suite(void) {
     tcase_add_test(tc, test_regex_errors_and_limits);
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test(tc, test_resolve_out_of_memory);
+    tcase_add_loop_test(tc, test_real_configs_resolve, 0,
+                        (int)(sizeof k_real_configs / sizeof k_real_configs[0]));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -608,6 +608,45 @@ MOEQ_API moeq_status moeq_dequantize(const moeq_quant_args *weights, int32_t for
                                      int32_t out_dtype, void *out, uint64_t out_bytes,
                                      int64_t out_shape[2], moeq_error *err);
 
+/* ------------------------------------------------------------------------ */
+/* Routing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum moeq_scoring {
+    MOEQ_SCORING_SOFTMAX = 0, /* softmax over all experts, then top-k */
+    MOEQ_SCORING_SIGMOID = 1  /* sigmoid per expert (DeepSeek-V3 style), then top-k */
+} moeq_scoring;
+
+typedef struct moeq_route_config {
+    int32_t num_experts;      /* E: logits per token */
+    int32_t top_k;            /* experts per token, 1..E */
+    int32_t scoring;          /* moeq_scoring */
+    int32_t renormalize;      /* 1: the k weights are divided by their sum (+1e-20) */
+    /* Grouped top-k (DeepSeek-V3): experts form num_expert_group equal groups;
+     * a group scores as its best expert (softmax) or the sum of its best two
+     * (with a correction bias); only the topk_group best groups compete.
+     * 0 and 0 disable grouping. */
+    int32_t num_expert_group;
+    int32_t topk_group;
+    /* [E] added to the scores to choose experts, never to their weights
+     * (e_score_correction_bias); NULL for none. */
+    const float *correction_bias;
+    /* Multiplies the returned weights (after renormalization); 0 means 1. */
+    float routed_scaling_factor;
+} moeq_route_config;
+
+/* Routes `tokens` rows of router logits ([tokens, E] float32, row-major):
+ * writes each token's expert ids (int32, [tokens, top_k], best first; ties go
+ * to the lower id) and weights (float32, [tokens, top_k]).  Scores are
+ * computed in float32.  NaN or infinite logits are an error naming the token.
+ * Thread-safe; allocates nothing for E <= 4096.
+ * @return OK, INVALID_ARG (NULL pointers, sizes, top_k > E, groups that do
+ *         not divide E, topk_group * (E / groups) < top_k, non-finite values),
+ *         NOMEM. */
+MOEQ_API moeq_status moeq_route(const moeq_route_config *cfg, const float *logits,
+                                int64_t tokens, int32_t *topk_ids, float *topk_weights,
+                                moeq_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -647,6 +647,156 @@ MOEQ_API moeq_status moeq_route(const moeq_route_config *cfg, const float *logit
                                 int64_t tokens, int32_t *topk_ids, float *topk_weights,
                                 moeq_error *err);
 
+/* ------------------------------------------------------------------------ */
+/* MoE layers: create, load, finalize, apply                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct moeq_moe moeq_moe;
+typedef struct moeq_ctx moeq_ctx;
+
+typedef enum moeq_activation {
+    MOEQ_ACT_SILU = 0,      /* silu(gate) * up */
+    MOEQ_ACT_GELU = 1,      /* gelu(gate) * up (erf form) */
+    MOEQ_ACT_GELU_TANH = 2, /* gelu(gate) * up (tanh approximation) */
+    MOEQ_ACT_SWIGLUOAI = 3  /* GPT-OSS: g = min(gate, L), u = clamp(up, -L, L),
+                               g * sigmoid(alpha * g) * (u + 1) */
+} moeq_activation;
+
+/* Everything a layer needs to know when it is created.  Zero-initialise and
+ * set what applies; pointers are copied, so they need not outlive the call. */
+typedef struct moeq_moe_config {
+    int32_t scheme;                           /* moeq_scheme_id, from moeq_select */
+    const moeq_quant_args *weights;           /* from moeq_resolve_moe; NULL for unquantized */
+    const moeq_quant_args *input_activations; /* NULL when inputs stay 16-bit */
+    int32_t format;                           /* effective format of the resolution */
+    uint32_t dequant_flags;                   /* moeq_config_dequant_flags() */
+    const char *prefix;        /* "model.layers.3.mlp.experts": checked by the loader, used
+                                  in messages; NULL accepts any prefix */
+    const char *const *proj_names; /* gate, up, down; NULL: gate_proj, up_proj, down_proj */
+    int32_t num_experts;       /* global routed experts (ids in topk_ids are global) */
+    int32_t num_local_experts; /* experts held by this layer; 0 means num_experts */
+    /* [num_experts]: global id -> local id (0..num_local_experts-1) or -1 for
+     * experts another rank holds.  NULL: local id = global id - first_expert. */
+    const int32_t *expert_map;
+    int32_t first_expert;      /* with expert_map == NULL: first global id held here */
+    int32_t hidden_size;       /* H */
+    int32_t intermediate_size; /* I: per partition */
+    int32_t activation;        /* moeq_activation */
+    float swiglu_alpha;        /* SWIGLUOAI alpha (0 means 1.702) */
+    float swiglu_limit;        /* SWIGLUOAI limit, or for SILU the swiglu_limit clamp:
+                                  silu(min(gate, L)) * clamp(up, -L, L); 0 = none */
+    int32_t params_dtype;      /* BF16 (default when 0), F16 or F32: float parameters */
+    int32_t has_bias;          /* 1: w13_bias [E, 2I] and w2_bias [E, H] */
+    float routed_scaling_factor;          /* multiplies the combined output; 0 means 1 */
+    int32_t apply_router_weight_on_input; /* scale x by the weight before the experts
+                                             (needs top_k == 1) instead of after */
+} moeq_moe_config;
+
+/* Creates a layer and its parameter manifest (the checkpoint still has to be
+ * loaded).  Validates the config against the scheme (divisibility of the
+ * dimensions by group, block and pack sizes, args the scheme cannot run).
+ * @return OK, INVALID_ARG, UNSUPPORTED, SHAPE, NOMEM.
+ * OUT *out: destroy with moeq_moe_destroy. */
+MOEQ_API moeq_status moeq_moe_create(const moeq_moe_config *cfg, moeq_moe **out,
+                                     moeq_error *err);
+MOEQ_API void moeq_moe_destroy(moeq_moe *layer);
+
+/* The scheme the layer runs. */
+MOEQ_API int32_t moeq_moe_scheme(const moeq_moe *layer);
+
+/* How the loader places checkpoint tensors into a parameter. */
+typedef enum moeq_param_layout {
+    /* w13: gate fills the first half of the shard dimension, up the second;
+     * w2: the whole expert slice. */
+    MOEQ_LAYOUT_SHARDED = 0,
+    /* One value per shard: [E, 2] (column 0 gate, column 1 up) or [E] for w2. */
+    MOEQ_LAYOUT_PER_SHARD = 1,
+    /* gate and up write the same slot and must agree (input_scale,
+     * weight_shape, g_idx). */
+    MOEQ_LAYOUT_SHARED = 2,
+    /* Filled by finalize, never loaded (offsets of the NPU layouts, ...). */
+    MOEQ_LAYOUT_DERIVED = 3
+} moeq_param_layout;
+
+/* One parameter of the manifest.  Engines may read and write `data`
+ * directly before finalize (it is `nbytes` long, C order, little-endian). */
+typedef struct moeq_param {
+    const char *name;        /* "w13_weight_packed", "w2_weight_scale", ... */
+    int32_t dtype;           /* moeq_dtype */
+    int32_t ndim;
+    int64_t shape[4];        /* [E_local, ...] */
+    void *data;              /* NULL after finalize released it */
+    uint64_t nbytes;
+    const char *ckpt_suffix; /* checkpoint parameter it is loaded from ("weight_packed") */
+    int32_t layout;          /* moeq_param_layout */
+    int32_t quant_method;    /* moeq_strategy of the scale it holds, -1 for none */
+    int32_t is_transposed;   /* 2-D checkpoint tensors are transposed when loaded */
+    int32_t required;        /* 1: finalize refuses to run until every expert has it */
+} moeq_param;
+
+MOEQ_API uint32_t moeq_moe_param_count(const moeq_moe *layer);
+/* @return OK, INVALID_ARG (i out of range). */
+MOEQ_API moeq_status moeq_moe_param(const moeq_moe *layer, uint32_t i, moeq_param *out);
+/* @return OK, NO_MATCH, INVALID_ARG. */
+MOEQ_API moeq_status moeq_moe_find_param(const moeq_moe *layer, const char *name,
+                                         moeq_param *out);
+
+/* What moeq_moe_load did with a tensor. */
+typedef enum moeq_load_outcome {
+    MOEQ_LOAD_LOADED = 0,  /* copied into its parameter */
+    MOEQ_LOAD_SKIPPED = 1  /* an expert this layer does not hold */
+} moeq_load_outcome;
+
+/* Loads one checkpoint tensor named "<prefix>.<e>.<proj>.<param>", e.g.
+ * "model.layers.3.mlp.experts.7.up_proj.weight_scale": maps it to its
+ * parameter, expert and shard, converts float dtypes to the parameter's, and
+ * copies it in (transposed where the parameter says so).  Before finalize only.
+ * @return OK, INVALID_ARG, NO_MATCH (a name no parameter takes), DTYPE, SHAPE,
+ *         CHECKPOINT (a duplicate, values gate and up must share that differ,
+ *         a weight_shape that disagrees with the layer), STATE. */
+MOEQ_API moeq_status moeq_moe_load(moeq_moe *layer, const moeq_tensor *tensor,
+                                   int32_t *outcome, moeq_error *err);
+
+/* The checkpoint tensors still missing, one full name per line ("" when
+ * none); *out_count gets their number.  *out_list: free with moeq_free.
+ * @return OK, INVALID_ARG, NOMEM. */
+MOEQ_API moeq_status moeq_moe_missing(const moeq_moe *layer, char **out_list,
+                                      uint32_t *out_count, moeq_error *err);
+
+/* process_weights_after_loading: checks that nothing required is missing,
+ * validates values (finite scales, g_idx in range, ...), and converts the
+ * loaded parameters into the layout the kernels use.  Afterwards the layer
+ * is immutable and may be shared by threads; parameter data is released.
+ * @return OK, CHECKPOINT (missing tensors: the message lists them; bad
+ *         values), STATE (already finalized), NOMEM. */
+MOEQ_API moeq_status moeq_moe_finalize(moeq_moe *layer, moeq_error *err);
+
+/* Per-thread scratch space and thread pool for moeq_moe_apply. */
+typedef struct moeq_ctx_options {
+    int32_t threads;   /* worker threads for apply; 0 or 1: the calling thread only */
+    int32_t force_ref; /* 1: scalar reference kernels only (also: env MOEQ_FORCE_REF=1) */
+} moeq_ctx_options;
+
+/* @return OK, INVALID_ARG, NOMEM.  OUT *out: destroy with moeq_ctx_destroy. */
+MOEQ_API moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out,
+                                     moeq_error *err);
+MOEQ_API void moeq_ctx_destroy(moeq_ctx *ctx);
+
+/* Runs the layer on `tokens` rows of x ([tokens, H], x_dtype BF16, F16 or
+ * F32) routed to topk_ids/topk_weights ([tokens, top_k], global expert ids;
+ * -1 or an expert another rank holds contributes nothing), writing
+ * out ([tokens, H], out_dtype BF16, F16 or F32; it may alias x only when the
+ * dtypes match).  Activations are quantized exactly as the scheme defines
+ * (dynamic per-token int8/FP8, per-group FP8, NVFP4 local, static scales).
+ * Concurrent calls on one finalized layer with different contexts are safe.
+ * @return OK, INVALID_ARG (NULL, tokens < 0, ids out of range, non-finite
+ *         weights, top_k > 1 with apply_router_weight_on_input), DTYPE,
+ *         STATE (not finalized), NOMEM. */
+MOEQ_API moeq_status moeq_moe_apply(const moeq_moe *layer, moeq_ctx *ctx, int32_t x_dtype,
+                                    const void *x, int64_t tokens, int32_t top_k,
+                                    const int32_t *topk_ids, const float *topk_weights,
+                                    int32_t out_dtype, void *out, moeq_error *err);
+
 #ifdef __cplusplus
 }
 #endif

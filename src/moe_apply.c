@@ -1,0 +1,392 @@
+/*
+ * moe_apply.c - the MoE forward pass: argument checks, the per-thread
+ * context, and the generic apply every scheme's apply slot uses:
+ *
+ *   1. x -> f32; each (token, k) pair whose expert is held here becomes a row,
+ *      grouped by expert;
+ *   2. the scheme's activation quantization of those rows;
+ *   3. gate = X Wg^T, up = X Wu^T (+ bias), a = act(gate, up);
+ *   4. the activation quantization of a; y = a Wd^T (+ bias);
+ *   5. out[t] = routed_scaling_factor * sum_k w[t,k] * y[t,k], summed in k
+ *      order, so results do not depend on how work was split.
+ */
+#include "moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct moeq__apply_io {
+    moeq_ctx *ctx;
+    int32_t x_dtype;
+    const void *x;
+    int64_t tokens;
+    int32_t top_k;
+    const int32_t *ids;
+    const float *weights;
+    int32_t out_dtype;
+    void *out;
+} moeq__apply_io;
+
+struct moeq_ctx {
+    int32_t threads;
+    int32_t force_ref;
+    void *scratch;
+    size_t scratch_cap;
+};
+
+/* ---- context ----------------------------------------------------------------- */
+
+moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out, moeq_error *err) {
+    if (out) *out = NULL;
+    if (!out) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "out is NULL");
+    int32_t threads = opts ? opts->threads : 0;
+    if (threads < 0 || threads > 256) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "threads is %d; use 0..256",
+                           (int)threads);
+    }
+    moeq_ctx *c = moeq__calloc(1, sizeof *c);
+    if (!c) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory creating a context");
+    c->threads = threads ? threads : 1;
+    const char *env = getenv("MOEQ_FORCE_REF");
+    c->force_ref = (opts && opts->force_ref) || (env && env[0] == '1');
+    *out = c;
+    return MOEQ_STATUS_OK;
+}
+
+void moeq_ctx_destroy(moeq_ctx *c) {
+    if (!c) return;
+    moeq__free(c->scratch);
+    moeq__free(c);
+}
+
+/* Grow-only scratch: returns at least n bytes, valid until the next call. */
+static void *ctx_scratch(moeq_ctx *c, size_t n) {
+    if (n <= c->scratch_cap) return c->scratch;
+    void *p = moeq__realloc(c->scratch, n);
+    if (!p) return NULL;
+    c->scratch = p;
+    c->scratch_cap = n;
+    return p;
+}
+
+/* ---- the public entry point ---------------------------------------------------- */
+
+static bool io_dtype(int32_t d) {
+    return d == MOEQ_DTYPE_F32 || d == MOEQ_DTYPE_BF16 || d == MOEQ_DTYPE_F16;
+}
+
+moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
+                           int64_t tokens, int32_t top_k, const int32_t *topk_ids,
+                           const float *topk_weights, int32_t out_dtype, void *out,
+                           moeq_error *err) {
+    if (!l || !ctx) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s is NULL", !l ? "layer" : "ctx");
+    }
+    const char *name = l->prefix ? l->prefix : "MoE layer";
+    if (!l->finalized) {
+        return moeq__error(err, MOEQ_STATUS_STATE,
+                           "%s: not finalized; call moeq_moe_finalize after loading", name);
+    }
+    if (!io_dtype(x_dtype) || !io_dtype(out_dtype)) {
+        return moeq__error(err, MOEQ_STATUS_DTYPE, "%s: x dtype %s / out dtype %s; each must be "
+                           "F32, BF16 or F16", name, moeq_dtype_name(x_dtype),
+                           moeq_dtype_name(out_dtype));
+    }
+    if (tokens < 0 || tokens > (int64_t)INT32_MAX) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: tokens is %lld", name,
+                           (long long)tokens);
+    }
+    if (top_k < 1 || top_k > l->cfg.num_experts) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "%s: top_k is %d; must be 1..num_experts (%d)", name, (int)top_k,
+                           (int)l->cfg.num_experts);
+    }
+    if (l->cfg.apply_router_weight_on_input && top_k != 1) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "%s: apply_router_weight_on_input needs top_k == 1, got %d", name,
+                           (int)top_k);
+    }
+    if (tokens == 0) return MOEQ_STATUS_OK;
+    if (!x || !topk_ids || !topk_weights || !out) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: %s is NULL", name,
+                           !x ? "x" : !topk_ids ? "topk_ids" : !topk_weights ? "topk_weights" : "out");
+    }
+    if (out == x && out_dtype != x_dtype) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "%s: out aliases x but their dtypes differ", name);
+    }
+    for (int64_t i = 0; i < tokens * top_k; i++) {
+        int32_t id = topk_ids[i];
+        if (id < -1 || id >= l->cfg.num_experts) {
+            return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                               "%s: topk_ids[%lld][%d] is %d; must be -1 or 0..%d", name,
+                               (long long)(i / top_k), (int)(i % top_k), (int)id,
+                               (int)l->cfg.num_experts - 1);
+        }
+        if (!isfinite(topk_weights[i])) {
+            return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                               "%s: topk_weights[%lld][%d] is not finite", name,
+                               (long long)(i / top_k), (int)(i % top_k));
+        }
+    }
+    moeq__apply_io io = {ctx, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out};
+    return l->scheme->apply(l, &io, err);
+}
+
+/* ---- activation quantization ----------------------------------------------------- */
+
+/* Quantizes rows [0, m) of x (k columns) as the layer's scheme does and writes
+ * the dequantized values back in place.  `tensor_scale` is the per-call scale
+ * of the TENSOR kinds; `act_scale` the static scale or NVFP4 global scale.
+ * codes/scales: scratch of at least m*k bytes and m*ceil(k/16) floats. */
+static void act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,
+                           float tensor_scale, float act_scale, void *codes, float *scales) {
+    switch (kind) {
+        case MOEQ__ACT_NONE: return;
+        case MOEQ__ACT_INT8_TOKEN:
+            moeq__actq_int8_token_ref(x, m, k, codes, scales);
+            moeq__actdq_int8_ref(codes, m, k, scales, 1, k, NULL, x);
+            return;
+        case MOEQ__ACT_INT8_TENSOR:
+        case MOEQ__ACT_INT8_STATIC: {
+            float s = kind == MOEQ__ACT_INT8_STATIC ? act_scale : tensor_scale;
+            moeq__actq_int8_static_ref(x, m * k, s, 0, codes);
+            moeq__actdq_int8_ref(codes, m, k, &s, 0, k, NULL, x);
+            return;
+        }
+        case MOEQ__ACT_FP8_TOKEN:
+            moeq__actq_fp8_token_ref(x, m, k, codes, scales);
+            moeq__actdq_fp8_ref(codes, m, k, scales, 1, k, x);
+            return;
+        case MOEQ__ACT_FP8_TENSOR:
+        case MOEQ__ACT_FP8_STATIC: {
+            float s = kind == MOEQ__ACT_FP8_STATIC ? act_scale : tensor_scale;
+            moeq__actq_fp8_static_ref(x, m * k, s, codes);
+            moeq__actdq_fp8_ref(codes, m, k, &s, 0, k, x);
+            return;
+        }
+        case MOEQ__ACT_FP8_GROUP: {
+            size_t gs = (size_t)group, ng = (k + gs - 1) / gs;
+            moeq__actq_fp8_group_ref(x, m, k, gs, codes, scales);
+            moeq__actdq_fp8_ref(codes, m, k, scales, ng, gs, x);
+            return;
+        }
+        case MOEQ__ACT_NVFP4: {
+            uint8_t *sf = (uint8_t *)codes + m * k;
+            moeq__actq_nvfp4_ref(x, m, k, act_scale, codes, sf);
+            moeq__actdq_nvfp4_ref(codes, m, k, sf, act_scale, x);
+            return;
+        }
+        case MOEQ__ACT_MXFP4: {
+            uint8_t *e = (uint8_t *)codes + m * k;
+            moeq__actq_mxfp4_ref(x, m, k, codes, e);
+            moeq__actdq_mxfp4_ref(codes, m, k, e, x);
+            return;
+        }
+        default: return;
+    }
+}
+
+/* The per-call scale of the dynamic per-tensor kinds: amax over all rows. */
+static float tensor_scale_of(int32_t kind, const float *x, size_t n) {
+    if (kind != MOEQ__ACT_INT8_TENSOR && kind != MOEQ__ACT_FP8_TENSOR) return 1.0f;
+    float amax = 0;
+    for (size_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    if (kind == MOEQ__ACT_INT8_TENSOR) return fmaxf(amax, MOEQ__ACT_INT8_EPS) / 127.0f;
+    return fmaxf(amax, MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX;
+}
+
+/* ---- matmul and activation functions ----------------------------------------------- */
+
+/* y[i, r] = sum_c a[i, c] * w[r, c] for i < n, r < w->rows, through `rows_buf`
+ * (chunk x cols floats) holding a few dequantized weight rows at a time. */
+#define MATMUL_CHUNK 16u
+static void matmul_ref(const moeq__qweight *w, const float *a, size_t n, float *y,
+                       float *rows_buf) {
+    size_t N = w->rows, K = w->cols;
+    for (size_t r0 = 0; r0 < N; r0 += MATMUL_CHUNK) {
+        size_t nr = N - r0 < MATMUL_CHUNK ? N - r0 : MATMUL_CHUNK;
+        moeq__dequant_ref(w, r0, nr, rows_buf);
+        for (size_t i = 0; i < n; i++) {
+            const float *ai = a + i * K;
+            for (size_t r = 0; r < nr; r++) {
+                const float *wr = rows_buf + r * K;
+                float acc = 0;
+                for (size_t c = 0; c < K; c++) acc += ai[c] * wr[c];
+                y[i * N + r0 + r] = acc;
+            }
+        }
+    }
+}
+
+static float silu(float x) {
+    return x / (1.0f + expf(-x));
+}
+
+static float gelu(float x) {
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+static float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+
+/* a[j] = act(gate[j], up[j]). */
+static void gated_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,
+                      size_t n) {
+    float lim = c->swiglu_limit;
+    for (size_t j = 0; j < n; j++) {
+        float g = gate[j], u = up[j];
+        switch (c->activation) {
+            case MOEQ_ACT_SILU:
+                if (lim > 0) {
+                    g = fminf(g, lim);
+                    u = fminf(fmaxf(u, -lim), lim);
+                }
+                a[j] = silu(g) * u;
+                break;
+            case MOEQ_ACT_GELU: a[j] = gelu(g) * u; break;
+            case MOEQ_ACT_GELU_TANH: a[j] = gelu_tanh(g) * u; break;
+            default: { /* SWIGLUOAI */
+                float L = lim > 0 ? lim : 7.0f;
+                g = fminf(g, L);
+                u = fminf(fmaxf(u, -L), L);
+                a[j] = g / (1.0f + expf(-c->swiglu_alpha * g)) * (u + 1.0f);
+            }
+        }
+    }
+}
+
+/* Activation codes of up to `rows` rows of `cols` values: one byte each
+ * (int8/FP8), or half a byte plus a scale byte per 16 (FP4). */
+static size_t rows_bound_bytes(size_t rows, size_t cols) {
+    return rows * (cols + cols / 16 + 2) + 64;
+}
+
+/* ---- the generic forward ------------------------------------------------------------ */
+
+moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error *err) {
+    moeq__apply_io *io = io_ptr;
+    const moeq_moe_config *c = &l->cfg;
+    size_t T = (size_t)io->tokens, k = (size_t)io->top_k;
+    size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    size_t E = (size_t)c->num_local_experts;
+    size_t pairs = T * k;
+
+    /* Scratch: one block carved into aligned pieces. */
+    size_t maxK = H > I ? H : I;
+    size_t code_bytes = rows_bound_bytes(pairs, maxK);
+    size_t scale_floats = pairs * (l->act_kind == MOEQ__ACT_FP8_GROUP
+                                       ? maxK / (size_t)l->act_group + 2
+                                       : maxK / 16 + 2);
+    size_t need[] = {T * H * 4, pairs * H * 4, pairs * I * 4, pairs * I * 4,
+                     MATMUL_CHUNK * maxK * 4, code_bytes, scale_floats * 4,
+                     (E + 1) * 4, E * 4, pairs * 4, pairs * 4};
+    enum { XF, XR, GATE, UP, ROWS, CODES, SCALES, STARTS, FILL, ORDER, ROW_OF, NPIECES };
+    size_t at[NPIECES], total = 0;
+    for (int i = 0; i < NPIECES; i++) {
+        at[i] = total;
+        total += (need[i] + 63) & ~(size_t)63;
+    }
+    uint8_t *base = ctx_scratch(io->ctx, total);
+    if (!base) {
+        return moeq__error(err, MOEQ_STATUS_NOMEM, "%s: out of memory (%zu bytes of scratch)",
+                           l->prefix ? l->prefix : "MoE layer", total);
+    }
+    float *xf = (float *)(base + at[XF]);
+    float *X = (float *)(base + at[XR]);
+    float *gate = (float *)(base + at[GATE]);
+    float *up = (float *)(base + at[UP]);
+    float *rows_buf = (float *)(base + at[ROWS]);
+    void *codes = base + at[CODES];
+    float *scales = (float *)(base + at[SCALES]);
+    int32_t *starts = (int32_t *)(base + at[STARTS]);
+    int32_t *fill = (int32_t *)(base + at[FILL]);
+    int32_t *order = (int32_t *)(base + at[ORDER]);
+    int32_t *row_of = (int32_t *)(base + at[ROW_OF]);
+
+    moeq__to_f32_ref(io->x_dtype, io->x, T * H, xf);
+
+    /* Bucket the (token, k) pairs by local expert (a counting sort, stable). */
+    memset(starts, 0, sizeof(int32_t) * (E + 1));
+    for (size_t p = 0; p < pairs; p++) {
+        int32_t id = io->ids[p];
+        int32_t e = id < 0 ? -1 : l->expert_map[id];
+        row_of[p] = e;
+        if (e >= 0) starts[e + 1]++;
+    }
+    for (size_t e = 0; e < E; e++) starts[e + 1] += starts[e];
+    size_t rows = (size_t)starts[E];
+    /* row_of[p] becomes the pair's row; order[row] = p. */
+    memcpy(fill, starts, sizeof(int32_t) * E);
+    for (size_t p = 0; p < pairs; p++) {
+        int32_t e = row_of[p];
+        if (e < 0) continue;
+        int32_t r = fill[e]++;
+        order[r] = (int32_t)p;
+        row_of[p] = r;
+    }
+    /* GEMM1 input rows. */
+    for (size_t r = 0; r < rows; r++) {
+        size_t p = (size_t)order[r];
+        const float *src = xf + (p / k) * H;
+        float s = c->apply_router_weight_on_input ? io->weights[p] : 1.0f;
+        for (size_t h = 0; h < H; h++) X[r * H + h] = src[h] * s;
+    }
+    float ts1 = tensor_scale_of(l->act_kind, X, rows * H);
+    for (size_t e = 0; e < E; e++) {
+        size_t r0 = (size_t)starts[e], n = (size_t)starts[e + 1] - r0;
+        if (!n) continue;
+        const moeq__proj *pg = &l->projs[e * 3 + MOEQ__GATE], *pu = &l->projs[e * 3 + MOEQ__UP];
+        float *Xe = X + r0 * H;
+        act_quant_rows(l->act_kind, l->act_group, Xe, n, H, ts1, pg->act_scale, codes, scales);
+        matmul_ref(&pg->w, Xe, n, gate + r0 * I, rows_buf);
+        matmul_ref(&pu->w, Xe, n, up + r0 * I, rows_buf);
+        for (size_t i = 0; i < n; i++) {
+            float *gi = gate + (r0 + i) * I, *ui = up + (r0 + i) * I;
+            if (pg->bias) {
+                for (size_t j = 0; j < I; j++) gi[j] += pg->bias[j];
+            }
+            if (pu->bias) {
+                for (size_t j = 0; j < I; j++) ui[j] += pu->bias[j];
+            }
+            gated_act(c, gi, ui, gi, I); /* a overwrites gate */
+        }
+    }
+    float *A = gate;
+    float ts2 = tensor_scale_of(l->act_kind, A, rows * I);
+    float *Y = X; /* GEMM1 rows are no longer needed */
+    for (size_t e = 0; e < E; e++) {
+        size_t r0 = (size_t)starts[e], n = (size_t)starts[e + 1] - r0;
+        if (!n) continue;
+        const moeq__proj *pd = &l->projs[e * 3 + MOEQ__DOWN];
+        float *Ae = A + r0 * I;
+        act_quant_rows(l->act_kind, l->act_group, Ae, n, I, ts2, pd->act_scale, codes, scales);
+        matmul_ref(&pd->w, Ae, n, Y + r0 * H, rows_buf);
+        if (pd->bias) {
+            for (size_t i = 0; i < n; i++) {
+                for (size_t h = 0; h < H; h++) Y[(r0 + i) * H + h] += pd->bias[h];
+            }
+        }
+    }
+    /* Combine in k order, then scale once. */
+    float rsf = c->routed_scaling_factor;
+    for (size_t t = 0; t < T; t++) {
+        float *acc = xf + t * H; /* x of token t is no longer needed */
+        for (size_t h = 0; h < H; h++) acc[h] = 0;
+        for (size_t j = 0; j < k; j++) {
+            size_t p = t * k + j;
+            if (io->ids[p] < 0 || l->expert_map[io->ids[p]] < 0) continue;
+            int32_t r = row_of[p];
+            float w = c->apply_router_weight_on_input ? 1.0f : io->weights[p];
+            const float *y = Y + (size_t)r * H;
+            for (size_t h = 0; h < H; h++) acc[h] += w * y[h];
+        }
+        if (rsf != 1.0f) {
+            for (size_t h = 0; h < H; h++) acc[h] *= rsf;
+        }
+    }
+    moeq__from_f32_ref(io->out_dtype, xf, T * H, io->out);
+    return MOEQ_STATUS_OK;
+}

@@ -131,9 +131,9 @@ static uint8_t fp4_code(float x, float s) {
 /* Packs row codes two by two as they are produced. */
 static void put_nibble(uint8_t *row, size_t c, uint8_t code) {
     if (c & 1u) {
-        row[c >> 1] = (uint8_t)((row[c >> 1] & 0x0Fu) | (code << 4));
+        row[c >> 1] = (uint8_t)((row[c >> 1] & 0x0Fu) | ((unsigned)code << 4));
     } else {
-        row[c >> 1] = (uint8_t)((row[c >> 1] & 0xF0u) | code);
+        row[c >> 1] = (uint8_t)((row[c >> 1] & 0xF0u) | (unsigned)code);
     }
 }
 

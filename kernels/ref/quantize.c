@@ -143,9 +143,9 @@ float moeq__nvfp4_global_scale_ref(float amax, int32_t dtype) {
 /* Packs the FP4 code of element c into a row of bytes. */
 static void put_nibble(uint8_t *row, size_t c, uint8_t code) {
     if (c & 1u) {
-        row[c >> 1] = (uint8_t)((row[c >> 1] & 0x0Fu) | (code << 4));
+        row[c >> 1] = (uint8_t)((row[c >> 1] & 0x0Fu) | ((unsigned)code << 4));
     } else {
-        row[c >> 1] = (uint8_t)((row[c >> 1] & 0xF0u) | code);
+        row[c >> 1] = (uint8_t)((row[c >> 1] & 0xF0u) | (unsigned)code);
     }
 }
 

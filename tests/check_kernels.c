@@ -312,15 +312,15 @@ START_TEST(test_fp4_codes_and_packing) {
     ck_assert_uint_eq(packed[0], 0x87);
     ck_assert_uint_eq(packed[1], 0x09);
     /* mixed signs, 4x8 with -0.0 (test_fp4_quant round trip) */
-    float m[32];
+    float m[32], mback[32];
     uint8_t mc[32], mp[16];
     for (int i = 0; i < 32; i++) {
         m[i] = (i % 3 == 0 ? -1.0f : 1.0f) * grid[(i * 5) % 8];
         mc[i] = moeq__fp4_code_ref(m[i]);
     }
     moeq__fp4_pack_ref(mc, 32, mp);
-    moeq__fp4_unpack_ref(mp, 0, 32, back);
-    for (int i = 0; i < 16; i++) ck_assert_uint_eq(f32_bits(back[i]), f32_bits(m[i]));
+    moeq__fp4_unpack_ref(mp, 0, 32, mback);
+    for (int i = 0; i < 32; i++) ck_assert_uint_eq(f32_bits(mback[i]), f32_bits(m[i]));
     /* CT's code rule for values off the grid: by equality of trunc(|2x|) */
     ck_assert_uint_eq(moeq__fp4_code_ref(5.0f), 0);
     ck_assert_uint_eq(moeq__fp4_code_ref(7.0f), 7);

@@ -134,6 +134,8 @@ uint8_t moeq__fp4_code_ref(float v);
 /* out[k] = codes[2k] | codes[2k+1] << 4 (even element in the LOW nibble);
  * for odd n the last high nibble is 0.  Writes ceil(n/2) bytes. */
 void moeq__fp4_pack_ref(const uint8_t *codes, size_t n, uint8_t *out);
+/* Stores code (0..15) as element c of a packed row, keeping the other nibble. */
+void moeq__fp4_set_ref(uint8_t *packed, size_t c, uint8_t code);
 /* Decodes elements [first, first+n) of a packed row to floats. */
 void moeq__fp4_unpack_ref(const void *packed, size_t first, size_t n, float *out);
 

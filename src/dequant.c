@@ -294,8 +294,12 @@ static moeq_status decode_scale(dq *d, const moeq__grid *g) {
     if (!d->scale) return nomem(d);
     const uint8_t *bytes = t->data;
     if (t->dtype == MOEQ_DTYPE_U8) {
-        const int bump = (d->flags & MOEQ_DEQUANT_MXFP4_V013) && d->format == MOEQ_FORMAT_MXFP4_PACK_QUANTIZED ? 2 : 0;
-        for (size_t i = 0; i < n; i++) d->scale[i] = ldexpf(1.0f, (int)bytes[i] + bump - 127);
+        /* 0.13.0 wrote MXFP4 exponents 2 too small: 2^(e+2-127), exactly 4x */
+        const float bump = (d->flags & MOEQ_DEQUANT_MXFP4_V013) &&
+                                   d->format == MOEQ_FORMAT_MXFP4_PACK_QUANTIZED
+                               ? 4.0f
+                               : 1.0f;
+        for (size_t i = 0; i < n; i++) d->scale[i] = moeq__e8m0_to_f32(bytes[i]) * bump;
     } else {
         moeq__to_f32_ref(t->dtype, t->data, n, d->scale);
     }

@@ -128,15 +128,6 @@ static uint8_t fp4_code(float x, float s) {
     return moeq__fp4_code_ref(moeq__fp4_round_ref(clampf(v, -MOEQ__E2M1_MAX, MOEQ__E2M1_MAX)));
 }
 
-/* Packs row codes two by two as they are produced. */
-static void put_nibble(uint8_t *row, size_t c, uint8_t code) {
-    if (c & 1u) {
-        row[c >> 1] = (uint8_t)((row[c >> 1] & 0x0Fu) | ((unsigned)code << 4));
-    } else {
-        row[c >> 1] = (uint8_t)((row[c >> 1] & 0xF0u) | (unsigned)code);
-    }
-}
-
 #define NVFP4_GROUP 16
 #define MXFP4_GROUP 32
 
@@ -155,7 +146,7 @@ void moeq__actq_nvfp4_ref(const float *x, size_t m, size_t k, float gsc, uint8_t
             if ((code & 0x7Fu) == 0) code = 0x20u; /* 0.125 */
             sf[i * ng + g] = code;
             const float eff = moeq__e4m3_to_f32(code) / gsc;
-            for (size_t c = 0; c < len; c++) put_nibble(prow, c0 + c, fp4_code(grp[c], eff));
+            for (size_t c = 0; c < len; c++) moeq__fp4_set_ref(prow, c0 + c, fp4_code(grp[c], eff));
         }
     }
 }
@@ -183,7 +174,7 @@ void moeq__actq_mxfp4_ref(const float *x, size_t m, size_t k, uint8_t *packed, u
             const uint8_t byte = moeq__mx_scale_byte_ref(absmax(grp, len), 2);
             e[i * ng + g] = byte;
             const float s = moeq__e8m0_to_f32(byte);
-            for (size_t c = 0; c < len; c++) put_nibble(prow, c0 + c, fp4_code(grp[c], s));
+            for (size_t c = 0; c < len; c++) moeq__fp4_set_ref(prow, c0 + c, fp4_code(grp[c], s));
         }
     }
 }

@@ -57,6 +57,15 @@ void moeq__fp4_pack_ref(const uint8_t *codes, size_t n, uint8_t *out) {
     }
 }
 
+void moeq__fp4_set_ref(uint8_t *packed, size_t c, uint8_t code) {
+    uint8_t *b = &packed[c >> 1];
+    if (c & 1u) {
+        *b = (uint8_t)((*b & 0x0Fu) | ((unsigned)code << 4));
+    } else {
+        *b = (uint8_t)((*b & 0xF0u) | ((unsigned)code & 0x0Fu));
+    }
+}
+
 void moeq__fp4_unpack_ref(const void *packed, size_t first, size_t n, float *out) {
     const uint8_t *b = packed;
     for (size_t i = 0; i < n; i++) {

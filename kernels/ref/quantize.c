@@ -140,15 +140,6 @@ float moeq__nvfp4_global_scale_ref(float amax, int32_t dtype) {
     return isfinite(gsc) ? gsc : 1.0f;
 }
 
-/* Packs the FP4 code of element c into a row of bytes. */
-static void put_nibble(uint8_t *row, size_t c, uint8_t code) {
-    if (c & 1u) {
-        row[c >> 1] = (uint8_t)((row[c >> 1] & 0x0Fu) | ((unsigned)code << 4));
-    } else {
-        row[c >> 1] = (uint8_t)((row[c >> 1] & 0xF0u) | (unsigned)code);
-    }
-}
-
 void moeq__quantize_nvfp4_ref(const moeq__wquant *a, const float *w, size_t rows,
                               size_t cols, float global, uint8_t *scale, uint8_t *packed) {
     const size_t gs = (size_t)a->group_size;
@@ -168,7 +159,7 @@ void moeq__quantize_nvfp4_ref(const moeq__wquant *a, const float *w, size_t rows
             const size_t c1 = c0 + gs < cols ? c0 + gs : cols;
             for (size_t c = c0; c < c1; c++) {
                 const float v = clampf(w[r * cols + c] / eff, -MOEQ__E2M1_MAX, MOEQ__E2M1_MAX);
-                put_nibble(prow, c, moeq__fp4_code_ref(moeq__fp4_round_ref(v)));
+                moeq__fp4_set_ref(prow, c, moeq__fp4_code_ref(moeq__fp4_round_ref(v)));
             }
         }
     }
@@ -199,7 +190,7 @@ void moeq__quantize_mxfp4_ref(const moeq__wquant *a, const float *w, size_t rows
             const size_t c1 = c0 + gs < cols ? c0 + gs : cols;
             for (size_t c = c0; c < c1; c++) {
                 const float v = clampf(RD(w[r * cols + c] / s), -MOEQ__E2M1_MAX, MOEQ__E2M1_MAX);
-                put_nibble(prow, c, moeq__fp4_code_ref(moeq__fp4_round_ref(v)));
+                moeq__fp4_set_ref(prow, c, moeq__fp4_code_ref(moeq__fp4_round_ref(v)));
             }
         }
     }

@@ -165,53 +165,45 @@ void moeq__quantize_nvfp4_ref(const moeq__wquant *a, const float *w, size_t rows
     }
 }
 
-/* MX: E8M0 byte from the group amax, the scale as CT holds it in the weight
- * dtype (2^(e-127), a zero from underflow replaced by eps 1 of the uint8
- * scale dtype), and the byte compress_mx_scale writes for that scale. */
-static float mx_scale(const moeq__wquant *a, float amax, int elem_emax, uint8_t *byte) {
-    const uint8_t e = moeq__mx_scale_byte_ref(amax, elem_emax);
-    float s = RD(moeq__e8m0_to_f32(e));
-    if (s == 0.0f) s = 1.0f;
-    *byte = moeq__e8m0_from_scale(s);
-    return s;
+/* MX weights, FP4 (elem_bits 4: codes packed two per byte) or FP8 (8: one
+ * E4M3 byte each).  Per group: the E8M0 byte from the group amax, the scale
+ * as CT holds it in the weight dtype (2^(e-127); a zero from underflow is
+ * replaced by eps 1 of the uint8 scale dtype), and the byte
+ * compress_mx_scale writes for that scale. */
+static void quantize_mx(const moeq__wquant *a, const float *w, size_t rows, size_t cols,
+                        int elem_bits, uint8_t *scale, uint8_t *out) {
+    const size_t gs = (size_t)a->group_size;
+    const moeq__grid g = {rows, cols / gs + (cols % gs != 0), 1, gs};
+    const float qmax = elem_bits == 4 ? MOEQ__E2M1_MAX : MOEQ__E4M3_MAX;
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t sc = 0; sc < g.cols; sc++) {
+            const cell_range cr = cell_min_max(w, rows, cols, &g, NULL, r, sc);
+            const uint8_t e = moeq__mx_scale_byte_ref(fmaxf(fabsf(cr.min), fabsf(cr.max)),
+                                                      elem_bits == 4 ? 2 : 8);
+            float s = RD(moeq__e8m0_to_f32(e));
+            if (s == 0.0f) s = 1.0f;
+            scale[r * g.cols + sc] = moeq__e8m0_from_scale(s);
+            const size_t c0 = sc * gs;
+            const size_t c1 = c0 + gs < cols ? c0 + gs : cols;
+            for (size_t c = c0; c < c1; c++) {
+                float v = RD(w[r * cols + c] / s);
+                if (!isnan(v)) v = clampf(v, -qmax, qmax);
+                if (elem_bits == 4) {
+                    moeq__fp4_set_ref(out + r * (cols / 2), c, moeq__fp4_code_ref(moeq__fp4_round_ref(v)));
+                } else {
+                    out[r * cols + c] = moeq__f32_to_e4m3(v);
+                }
+            }
+        }
+    }
 }
 
 void moeq__quantize_mxfp4_ref(const moeq__wquant *a, const float *w, size_t rows,
                               size_t cols, uint8_t *scale, uint8_t *packed) {
-    const size_t gs = (size_t)a->group_size;
-    const moeq__grid g = {rows, cols / gs + (cols % gs != 0), 1, gs};
-    for (size_t r = 0; r < rows; r++) {
-        uint8_t *prow = packed + r * (cols / 2);
-        for (size_t sc = 0; sc < g.cols; sc++) {
-            const cell_range cr = cell_min_max(w, rows, cols, &g, NULL, r, sc);
-            const float s = mx_scale(a, fmaxf(fabsf(cr.min), fabsf(cr.max)), 2,
-                                     &scale[r * g.cols + sc]);
-            const size_t c0 = sc * gs;
-            const size_t c1 = c0 + gs < cols ? c0 + gs : cols;
-            for (size_t c = c0; c < c1; c++) {
-                const float v = clampf(RD(w[r * cols + c] / s), -MOEQ__E2M1_MAX, MOEQ__E2M1_MAX);
-                moeq__fp4_set_ref(prow, c, moeq__fp4_code_ref(moeq__fp4_round_ref(v)));
-            }
-        }
-    }
+    quantize_mx(a, w, rows, cols, 4, scale, packed);
 }
 
 void moeq__quantize_mxfp8_ref(const moeq__wquant *a, const float *w, size_t rows,
                               size_t cols, uint8_t *scale, uint8_t *q) {
-    const size_t gs = (size_t)a->group_size;
-    const moeq__grid g = {rows, cols / gs + (cols % gs != 0), 1, gs};
-    for (size_t r = 0; r < rows; r++) {
-        for (size_t sc = 0; sc < g.cols; sc++) {
-            const cell_range cr = cell_min_max(w, rows, cols, &g, NULL, r, sc);
-            const float s = mx_scale(a, fmaxf(fabsf(cr.min), fabsf(cr.max)), 8,
-                                     &scale[r * g.cols + sc]);
-            const size_t c0 = sc * gs;
-            const size_t c1 = c0 + gs < cols ? c0 + gs : cols;
-            for (size_t c = c0; c < c1; c++) {
-                const float v = RD(w[r * cols + c] / s);
-                q[r * cols + c] = moeq__f32_to_e4m3(
-                    isnan(v) ? v : clampf(v, -MOEQ__E4M3_MAX, MOEQ__E4M3_MAX));
-            }
-        }
-    }
+    quantize_mx(a, w, rows, cols, 8, scale, q);
 }

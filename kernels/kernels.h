@@ -1,0 +1,370 @@
+/*
+ * kernels.h - pure compute kernels: number formats, packing, dequantization,
+ * activation quantizers, writer-side weight quantizers and matmul.
+ *
+ * Rules for everything declared here:
+ * - No allocation, no globals, no failure paths.  Callers (src/) validate
+ *   shapes, dtypes and values first; a kernel's preconditions are written at
+ *   its declaration and only checked with assert().
+ * - Tensor data read from checkpoints is taken as `const void *` and read
+ *   byte by byte as little-endian, so it may have any alignment.
+ * - Reference kernels end in `_ref`.  SIMD twins (kernels/x86/) keep the same
+ *   signatures and are tested against them.
+ * - Matrices are row-major.  A weight is [rows = out, cols = in].
+ *
+ * The numeric rules are those of compressed-tensors 0.18 ("CT"); the
+ * paragraph of shared/spec/compressed-tensors-format.md is given where it
+ * matters.
+ */
+#ifndef MOEQ_KERNELS_H
+#define MOEQ_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moeq/moeq.h" /* moeq_dtype, moeq_strategy, moeq_qtype */
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+/* Loads below are byte-order free, but float reinterpretation via memcpy and
+ * the writer-side uint32_t words assume a little-endian host. */
+#error "moeq kernels assume a little-endian host"
+#endif
+
+_Static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
+_Static_assert(sizeof(double) == 8, "double must be IEEE-754 binary64");
+
+/* ------------------------------------------------------------------------ */
+/* Little-endian loads from tensors of any alignment                          */
+/* ------------------------------------------------------------------------ */
+
+static inline uint16_t moeq__load_u16(const void *p, size_t i) {
+    const uint8_t *b = (const uint8_t *)p + 2 * i;
+    return (uint16_t)(b[0] | (b[1] << 8));
+}
+
+static inline uint32_t moeq__load_u32(const void *p, size_t i) {
+    const uint8_t *b = (const uint8_t *)p + 4 * i;
+    return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) |
+           ((uint32_t)b[3] << 24);
+}
+
+static inline uint64_t moeq__load_u64(const void *p, size_t i) {
+    const uint8_t *b = (const uint8_t *)p + 8 * i;
+    return (uint64_t)moeq__load_u32(b, 0) | ((uint64_t)moeq__load_u32(b, 1) << 32);
+}
+
+/* ------------------------------------------------------------------------ */
+/* half.c: f32 <-> bf16 / f16, generic narrow float rounding                  */
+/* ------------------------------------------------------------------------ */
+
+/* Rounds the magnitude of a finite |x| to a float format with `ebits`
+ * exponent bits (IEEE bias 2^(ebits-1)-1, subnormals) and `mbits` mantissa
+ * bits, round to nearest even.  Returns the magnitude code
+ * (exponent << mbits | mantissa) without sign; it may exceed the format's
+ * largest finite code (the caller decides between inf, NaN and saturation).
+ * Precondition: x finite, 2 <= ebits <= 8, 1 <= mbits <= 10. */
+uint32_t moeq__f32_to_minifloat_mag(float x, int ebits, int mbits);
+/* Value of a magnitude code of that format (exponent field not all-ones
+ * unless the caller knows it is finite there, as for E4M3FN). */
+float moeq__minifloat_mag_to_f32(uint32_t mag, int ebits, int mbits);
+
+float moeq__bf16_to_f32(uint16_t h);
+/* Round to nearest even; NaN stays NaN (quiet, sign kept); overflow -> inf. */
+uint16_t moeq__f32_to_bf16(float x);
+float moeq__f16_to_f32(uint16_t h);
+/* Round to nearest even, subnormals exact, overflow -> inf, NaN stays NaN. */
+uint16_t moeq__f32_to_f16(float x);
+
+/* ------------------------------------------------------------------------ */
+/* fp8.c: FP8 E4M3FN and E5M2                                                 */
+/* ------------------------------------------------------------------------ */
+
+#define MOEQ__E4M3_MAX 448.0f
+#define MOEQ__E4M3_NAN 0x7Fu
+
+/* All 256 codes: bias 7, subnormals, no infinities, 0x7F/0xFF NaN. */
+float moeq__e4m3_to_f32(uint8_t b);
+/* CT's encoding: clamp to [-448, 448], then round to nearest even.  So
+ * +-inf and anything beyond 448 saturate to 0x7E/0xFE.  NaN -> 0x7F with the
+ * sign bit kept (0xFF for a negative NaN), as torch does.  -0 -> 0x80. */
+uint8_t moeq__f32_to_e4m3(float x);
+/* Bias 15, 0x7C/0xFC infinities, 0x7D..0x7F/0xFD..0xFF NaN. */
+float moeq__e5m2_to_f32(uint8_t b);
+/* Round to nearest even, overflow -> inf (as torch), NaN -> 0x7F|sign. */
+uint8_t moeq__f32_to_e5m2(float x);
+
+/* ------------------------------------------------------------------------ */
+/* convert.c: arrays of any float dtype <-> f32                               */
+/* ------------------------------------------------------------------------ */
+
+/* dst[i] = f32(src[i]) for dtype F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I8,
+ * U8, I16, U16, I32.  F64 and I32 round to nearest even. */
+void moeq__to_f32_ref(int32_t dtype, const void *src, size_t n, float *dst);
+/* Writes n elements of dtype F64, F32, F16, BF16, F8_E4M3 or F8_E5M2 (each
+ * with the rounding of its scalar converter) to dst, any alignment. */
+void moeq__from_f32_ref(int32_t dtype, const float *src, size_t n, void *dst);
+/* x rounded to dtype (F32: unchanged; BF16, F16: round to nearest even) and
+ * widened back: what torch stores after an op on tensors of that dtype. */
+float moeq__round_to_dtype(int32_t dtype, float x);
+/* torch.finfo(dtype).eps for F32, BF16, F16: CT's substitute for zero scales. */
+float moeq__dtype_eps(int32_t dtype);
+/* torch.round: nearest integer, ties to even, whatever the FPU rounding mode;
+ * NaN and +-inf are returned unchanged. */
+float moeq__round_half_even(float x);
+
+/* ------------------------------------------------------------------------ */
+/* fp4.c: E2M1, nibble packing, E8M0, round_to_power_2                        */
+/* ------------------------------------------------------------------------ */
+
+#define MOEQ__E2M1_MAX 6.0f
+
+/* Code 0..15: bit 3 = sign, bits 0..2 index {0, .5, 1, 1.5, 2, 3, 4, 6}. */
+float moeq__e2m1_to_f32(uint8_t code);
+/* CT's cast_to_fp4 (eager path): round |x| on the E2M1 grid with the
+ * boundaries of spec §4.2 (0.25, 1.25, 2.5, 5 round down; 0.75, 1.75, 3.5
+ * round up; > 5 -> 6), times torch.sign(x).  Consequences kept on purpose:
+ * a small negative gives -0.0, but an input of -0.0 gives +0.0 (sign(-0) is
+ * 0); NaN stays NaN. */
+float moeq__fp4_round_ref(float x);
+/* CT's pack_fp4_to_uint8 code of a value already on the E2M1 grid: sign from
+ * the sign bit (so -0.0 -> 0x8), magnitude from trunc(|2x|) by equality
+ * (1,2,3,4,6,8 -> 1..6, >= 12 -> 7, anything else, NaN included -> 0). */
+uint8_t moeq__fp4_code_ref(float v);
+/* out[k] = codes[2k] | codes[2k+1] << 4 (even element in the LOW nibble);
+ * for odd n the last high nibble is 0.  Writes ceil(n/2) bytes. */
+void moeq__fp4_pack_ref(const uint8_t *codes, size_t n, uint8_t *out);
+/* Stores code (0..15) as element c of a packed row, keeping the other nibble. */
+void moeq__fp4_set_ref(uint8_t *packed, size_t c, uint8_t code);
+/* Decodes elements [first, first+n) of a packed row to floats. */
+void moeq__fp4_unpack_ref(const void *packed, size_t first, size_t n, float *out);
+
+/* 2^(e-127) exactly (e = 0 gives the f32 subnormal 2^-127, e = 255 gives inf,
+ * as CT's bf16 decode does). */
+float moeq__e8m0_to_f32(uint8_t e);
+/* CT's compress_mx_scale: 127 + floor(log2(scale)), clamped to [0, 255]
+ * (CT's uint8 cast would wrap; calibrated scales never get there).  NaN or
+ * scale <= 0 -> 0, +inf -> 255. */
+uint8_t moeq__e8m0_from_scale(float scale);
+/* CT's round_to_power_2 on the f32 bit pattern: add 2^21 (a quarter of the
+ * mantissa), keep sign and exponent.  So 1.7 -> 1, 1.75 -> 2, 6 -> 4; f32
+ * subnormals -> 0. */
+float moeq__round_to_power_2_ref(float x);
+/* The MX scale exponent byte of a group whose absolute maximum is amax
+ * (spec §3.7): clamp(127 + floor(log2(round_to_power_2(amax))) - elem_emax,
+ * 0, 255); elem_emax is 2 for FP4 elements, 8 for FP8.  amax 0 -> 0, NaN -> 0,
+ * inf -> 255. */
+uint8_t moeq__mx_scale_byte_ref(float amax, int elem_emax);
+
+/* ------------------------------------------------------------------------ */
+/* pack.c: pack-quantized integers (spec §3.4)                                */
+/* ------------------------------------------------------------------------ */
+
+/* int32 words holding n b-bit values: dense (0.18, ceil(n*b/32)) or legacy
+ * (<= 0.17, floor(32/b) values per word, ceil(n / floor(32/b))). */
+size_t moeq__int_packed_words(size_t n, int bits, bool legacy);
+/* Packs one row of n signed values q in [-2^(b-1), 2^(b-1)-1]: offset by
+ * +2^(b-1), LSB first; dense values may straddle words.  Writes exactly
+ * moeq__int_packed_words(n, bits, legacy) words, unused bits zero. */
+void moeq__int_pack_row_ref(const int8_t *q, size_t n, int bits, bool legacy,
+                            uint32_t *words);
+/* Unpacks elements [first, first+n) of one packed row (int32 words,
+ * little-endian, any alignment) and subtracts 2^(b-1). */
+void moeq__int_unpack_row_ref(const void *words, size_t first, size_t n, int bits,
+                              bool legacy, int8_t *q);
+/* Zero points [rows, cols] packed along dim 0 (spec §3.4: transpose, pack
+ * each row, transpose back): out is [words(rows), cols]. */
+void moeq__int_pack_cols_ref(const int8_t *v, size_t rows, size_t cols, int bits,
+                             bool legacy, uint32_t *out);
+/* Inverse of moeq__int_pack_cols_ref: packed [words(rows), cols] -> v [rows, cols]. */
+void moeq__int_unpack_cols_ref(const void *packed, size_t rows, size_t cols, int bits,
+                               bool legacy, int8_t *v);
+/* SGLang's MxInt4 repack (sglang spec §13.3): n int4 values of one
+ * pack-quantized row (4-bit words) -> ceil(n/2) bytes, two's-complement
+ * nibbles, even element in the low nibble. */
+void moeq__mxint4_repack_ref(const void *words, size_t n, uint8_t *bytes);
+/* Inverse: signed nibble bytes -> pack-quantized 4-bit words (ceil(n/8)). */
+void moeq__mxint4_unrepack_ref(const uint8_t *bytes, size_t n, uint32_t *words);
+
+/* ------------------------------------------------------------------------ */
+/* grid.c: which scale covers element (r, c)                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The scale grid of a [rows, cols] weight (spec §1.6): element (r, c) uses
+ * scale[(r / row_block) * cols_of_grid + c / col_block] (or g_idx[c] for the
+ * column with actorder).  row_block and col_block are never 0. */
+typedef struct moeq__grid {
+    size_t rows, cols;           /* grid shape */
+    size_t row_block, col_block; /* weight rows / cols per scale */
+} moeq__grid;
+
+/* TENSOR: 1x1.  CHANNEL: [rows, 1].  GROUP, TENSOR_GROUP: [rows,
+ * ceil(cols/gs)].  BLOCK: [ceil(rows/bh), ceil(cols/bw)].  Returns false for
+ * TOKEN and ATTN_HEAD (no weight grid) or a zero group/block size. */
+bool moeq__scale_grid(int32_t strategy, size_t rows, size_t cols, size_t group_size,
+                      size_t block_rows, size_t block_cols, moeq__grid *out);
+
+/* ------------------------------------------------------------------------ */
+/* dequant.c: quantized weight -> f32                                          */
+/* ------------------------------------------------------------------------ */
+
+/* How the codes of a weight are stored. */
+typedef enum moeq__qw_kind {
+    MOEQ__QW_INT_PACKED = 0,   /* pack-quantized int32 words, `bits` per value */
+    MOEQ__QW_I8 = 1,           /* one signed integer per element */
+    MOEQ__QW_I16 = 2,
+    MOEQ__QW_I32 = 3,
+    MOEQ__QW_E4M3 = 4,         /* one FP8 E4M3FN byte per element */
+    MOEQ__QW_E2M1 = 5,         /* two FP4 codes per byte, even element low */
+    MOEQ__QW_INT4_NIBBLES = 6  /* MxInt4 repack: two signed int4 per byte, even low */
+} moeq__qw_kind;
+
+/* A quantized weight ready for the kernel: codes in place, scales already
+ * decoded to f32 (bf16/f16 widened, E4M3 decoded, E8M0 -> 2^(e-127), NVFP4
+ * local scale divided by the global scale in f32 as CT does). */
+typedef struct moeq__qweight {
+    int32_t kind;            /* moeq__qw_kind */
+    int32_t bits;            /* INT_PACKED: 1..8 */
+    int32_t legacy;          /* INT_PACKED: 1 for the <= 0.17 word layout */
+    size_t rows, cols;       /* logical [out, in] */
+    const void *codes;       /* little-endian, any alignment */
+    size_t row_stride;       /* bytes from one row of codes to the next */
+    moeq__grid grid;         /* scale grid (moeq__scale_grid) */
+    const float *scale;      /* [grid.rows * grid.cols] */
+    const float *zero_point; /* NULL (symmetric) or [grid.rows * grid.cols] integers */
+    const int32_t *g_idx;    /* NULL, or [cols] scale column per weight column, < grid.cols */
+} moeq__qweight;
+
+/* Decodes codes [first, first+n) of row r to floats, before scaling
+ * (integers as floats, FP8/FP4 values). */
+void moeq__decode_row_ref(const moeq__qweight *w, size_t r, size_t first, size_t n,
+                          float *out);
+/* out[i*cols + c] = (code(row0+i, c) - zp[g]) * scale[g] in f32, for
+ * i < nrows, where g is the scale cell of (row0+i, c).  For BF16/F16 scales
+ * and codes of at most 8 bits the f32 product is exact, so rounding it once
+ * to the scale dtype reproduces CT's result (spec §4.2). */
+void moeq__dequant_ref(const moeq__qweight *w, size_t row0, size_t nrows, float *out);
+
+/* ------------------------------------------------------------------------ */
+/* actquant.c: activation quantizers as inference engines apply them         */
+/* ------------------------------------------------------------------------ */
+
+/* Each quantizer has a dequantize twin so callers can build "same math"
+ * references.  x is row-major [m, k] f32.  Division (x / s), not
+ * multiplication by 1/s, is used throughout. */
+
+#define MOEQ__ACT_INT8_EPS 1e-10f  /* lower bound of amax, dynamic int8 */
+#define MOEQ__ACT_FP8_EPS 1e-12f   /* lower bound of amax, dynamic FP8 per token/tensor */
+#define MOEQ__ACT_FP8_GROUP_EPS 1e-10f /* per-token-group FP8 (SGLang's eps) */
+
+/* Dynamic per-token symmetric int8: s[i] = max(amax_i, 1e-10) / 127,
+ * q = clamp(round_half_even(x / s), -128, 127) (|q| <= 127 in practice);
+ * NaN -> 0. */
+void moeq__actq_int8_token_ref(const float *x, size_t m, size_t k, int8_t *q, float *s);
+/* Static int8 with a given scale and zero point (0 for symmetric):
+ * q = clamp(round_half_even(x / s + zp), -128, 127); NaN -> zp. */
+void moeq__actq_int8_static_ref(const float *x, size_t n, float s, int32_t zp, int8_t *q);
+/* out = (q - zp) * s[i * s_stride + c / gs]: s_stride 1 and gs = k for per
+ * token, s_stride 0 and gs = k for per tensor (zp_row NULL = 0; else zp per row). */
+void moeq__actdq_int8_ref(const int8_t *q, size_t m, size_t k, const float *s,
+                          size_t s_stride, size_t gs, const int32_t *zp_row, float *out);
+
+/* Dynamic per-token FP8: s[i] = max(amax_i, 1e-12) / 448,
+ * q = e4m3(clamp(x / s, -448, 448)). */
+void moeq__actq_fp8_token_ref(const float *x, size_t m, size_t k, uint8_t *q, float *s);
+/* Dynamic per-tensor FP8 over all n values; returns the scale. */
+float moeq__actq_fp8_tensor_ref(const float *x, size_t n, uint8_t *q);
+/* Dynamic per-token-group FP8 (1 x gs groups, the last may be partial):
+ * s[i * ceil(k/gs) + j] = max(amax_ij, 1e-10) / 448. */
+void moeq__actq_fp8_group_ref(const float *x, size_t m, size_t k, size_t gs, uint8_t *q,
+                              float *s);
+/* Static FP8 with a given scale: q = e4m3(clamp(x / s, -448, 448)). */
+void moeq__actq_fp8_static_ref(const float *x, size_t n, float s, uint8_t *q);
+/* out = e4m3(q) * s[i * s_stride + c / gs] (see moeq__actdq_int8_ref). */
+void moeq__actdq_fp8_ref(const uint8_t *q, size_t m, size_t k, const float *s,
+                         size_t s_stride, size_t gs, float *out);
+
+/* NVFP4 "local" activations (CT fake-quant with input_global_scale gsc,
+ * groups of 16 along k): sf = e4m3(gsc * (amax_block / 6)) with 0 -> 0.125
+ * (CT's eps for an E4M3 scale), eff = f32(sf) / gsc,
+ * q = cast_to_fp4(clamp(x / eff, -6, 6)).  packed [m, k/2] (k even),
+ * sf [m, ceil(k/16)] E4M3 bytes. */
+void moeq__actq_nvfp4_ref(const float *x, size_t m, size_t k, float gsc, uint8_t *packed,
+                          uint8_t *sf);
+/* out = e2m1 * (f32(sf) / gsc). */
+void moeq__actdq_nvfp4_ref(const uint8_t *packed, size_t m, size_t k, const uint8_t *sf,
+                           float gsc, float *out);
+/* Dynamic MXFP4 (groups of 32): e = moeq__mx_scale_byte_ref(amax, 2),
+ * q = cast_to_fp4(clamp(x / 2^(e-127), -6, 6)).  packed [m, k/2], e [m, ceil(k/32)]. */
+void moeq__actq_mxfp4_ref(const float *x, size_t m, size_t k, uint8_t *packed, uint8_t *e);
+void moeq__actdq_mxfp4_ref(const uint8_t *packed, size_t m, size_t k, const uint8_t *e,
+                           float *out);
+
+/* ------------------------------------------------------------------------ */
+/* quantize.c: writer-side weight quantizers reproducing CT §4.3              */
+/* ------------------------------------------------------------------------ */
+
+/* What to quantize to.  `dtype` is the weight's dtype (F32, BF16 or F16):
+ * CT computes the observer min/max, the scale and the quantized value in it
+ * (the scale parameter has the weight's dtype), so every step is rounded to
+ * it as torch does (moeq__round_to_dtype).  Weights are passed as f32
+ * holding values of that dtype. */
+typedef struct moeq__wquant {
+    int32_t type;       /* MOEQ_QTYPE_INT or MOEQ_QTYPE_FLOAT */
+    int32_t bits;       /* int: 1..8; float: 8 (E4M3) or 4 (E2M1) */
+    int32_t symmetric;  /* int only; float is symmetric */
+    int32_t strategy;   /* TENSOR, CHANNEL, GROUP, BLOCK (int/FP8); TENSOR_GROUP (NVFP4);
+                           GROUP (MX) */
+    int32_t group_size;
+    int32_t block_rows, block_cols;
+    int32_t dtype;      /* F32, BF16 or F16 */
+} moeq__wquant;
+
+/* Integer weights (pack/naive/int-quantized).  Per scale cell (grid of
+ * moeq__scale_grid; with g_idx the cell of group g is every column c with
+ * g_idx[c] == g): min/max forced to include 0; symmetric
+ * s = amax / ((2^b - 1) / 2), zp = 0; asymmetric s = (max - min) / (2^b - 1),
+ * zp = clamp(-2^(b-1) - min / s) rounded half-even (from the unrounded s);
+ * zero scales become eps(dtype); q = round_half_even(clamp(x / s + zp)).
+ * scale [grid], zp [grid] (NULL when symmetric), q [rows, cols]. */
+void moeq__quantize_int_ref(const moeq__wquant *a, const float *w, size_t rows, size_t cols,
+                            const int32_t *g_idx, float *scale, int8_t *zp, int8_t *q);
+/* FP8 E4M3 weights, symmetric: s = amax / 448, zero -> eps(dtype),
+ * q = e4m3(clamp(x / s, +-448)).  scale [grid], q [rows, cols] bytes. */
+void moeq__quantize_fp8_ref(const moeq__wquant *a, const float *w, size_t rows, size_t cols,
+                            float *scale, uint8_t *q);
+/* CT's generate_gparam: 448 * 6 / max(amax, tiny(dtype)) in dtype, NaN/inf -> 1,
+ * returned as f32. */
+float moeq__nvfp4_global_scale_ref(float amax, int32_t dtype);
+/* NVFP4 weights (tensor_group, group_size from `a`, usually 16): local
+ * s = e4m3(global * (amax_g / 6)), 0 -> 0.125; eff = f32(s) / global;
+ * q = cast_to_fp4(clamp(x / eff, +-6)).  scale [rows, ceil(cols/gs)] E4M3
+ * bytes, packed [rows, cols/2] (cols even). */
+void moeq__quantize_nvfp4_ref(const moeq__wquant *a, const float *w, size_t rows,
+                              size_t cols, float global, uint8_t *scale, uint8_t *packed);
+/* MXFP4 weights (group 32): e = moeq__mx_scale_byte_ref(amax_g, 2),
+ * s = 2^(e-127) in dtype (0 -> 1), q = cast_to_fp4(clamp(x / s, +-6)).
+ * scale [rows, ceil(cols/gs)] E8M0 bytes (compress_mx_scale of s), packed
+ * [rows, cols/2] (cols even). */
+void moeq__quantize_mxfp4_ref(const moeq__wquant *a, const float *w, size_t rows,
+                              size_t cols, uint8_t *scale, uint8_t *packed);
+/* MXFP8 weights: as MXFP4 with elem_emax 8 and q = e4m3(clamp(x / s, +-448)). */
+void moeq__quantize_mxfp8_ref(const moeq__wquant *a, const float *w, size_t rows,
+                              size_t cols, uint8_t *scale, uint8_t *q);
+
+/* ------------------------------------------------------------------------ */
+/* gemm.c and blas.c: matmul                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* y[m, n] = x[m, k] . w[n, k]^T, accumulating in double, rounded once. */
+void moeq__matmul_f64_ref(const float *x, const float *w, size_t m, size_t n, size_t k,
+                          float *y);
+/* c[m, n] = a[m, k] . b[n, k]^T with OpenBLAS cblas_sgemm (row-major, b
+ * transposed).  Precondition: m, n, k <= INT_MAX. */
+void moeq__sgemm_nt(const float *a, const float *b, size_t m, size_t n, size_t k, float *c);
+/* The reference matmul path: dequantize w to f32 into w_f32 [rows * cols]
+ * (caller's buffer), then y[m, rows] = x[m, cols] . w^T with sgemm. */
+void moeq__matmul_dequant_ref(const moeq__qweight *w, const float *x, size_t m,
+                              float *w_f32, float *y);
+
+#endif /* MOEQ_KERNELS_H */

@@ -1,0 +1,118 @@
+/*
+ * convert.c - arrays of the safetensors float dtypes (and small integers)
+ * to and from f32, and torch-style rounding to a dtype.
+ */
+#include "kernels.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+void moeq__to_f32_ref(int32_t dtype, const void *src, size_t n, float *dst) {
+    const uint8_t *b = src;
+    switch (dtype) {
+        case MOEQ_DTYPE_F64:
+            for (size_t i = 0; i < n; i++) {
+                const uint64_t u = moeq__load_u64(src, i);
+                double d;
+                memcpy(&d, &u, sizeof d);
+                dst[i] = (float)d;
+            }
+            break;
+        case MOEQ_DTYPE_F32:
+            for (size_t i = 0; i < n; i++) {
+                const uint32_t u = moeq__load_u32(src, i);
+                memcpy(&dst[i], &u, sizeof u);
+            }
+            break;
+        case MOEQ_DTYPE_F16:
+            for (size_t i = 0; i < n; i++) dst[i] = moeq__f16_to_f32(moeq__load_u16(src, i));
+            break;
+        case MOEQ_DTYPE_BF16:
+            for (size_t i = 0; i < n; i++) dst[i] = moeq__bf16_to_f32(moeq__load_u16(src, i));
+            break;
+        case MOEQ_DTYPE_F8_E4M3:
+            for (size_t i = 0; i < n; i++) dst[i] = moeq__e4m3_to_f32(b[i]);
+            break;
+        case MOEQ_DTYPE_F8_E5M2:
+            for (size_t i = 0; i < n; i++) dst[i] = moeq__e5m2_to_f32(b[i]);
+            break;
+        case MOEQ_DTYPE_I8:
+            for (size_t i = 0; i < n; i++) dst[i] = (float)(int8_t)b[i];
+            break;
+        case MOEQ_DTYPE_U8:
+            for (size_t i = 0; i < n; i++) dst[i] = (float)b[i];
+            break;
+        case MOEQ_DTYPE_I16:
+            for (size_t i = 0; i < n; i++) dst[i] = (float)(int16_t)moeq__load_u16(src, i);
+            break;
+        case MOEQ_DTYPE_U16:
+            for (size_t i = 0; i < n; i++) dst[i] = (float)moeq__load_u16(src, i);
+            break;
+        case MOEQ_DTYPE_I32:
+            for (size_t i = 0; i < n; i++) dst[i] = (float)(int32_t)moeq__load_u32(src, i);
+            break;
+        default:
+            assert(0 && "moeq__to_f32_ref: dtype not convertible");
+            break;
+    }
+}
+
+static void store_u16(void *dst, size_t i, uint16_t v) {
+    memcpy((uint8_t *)dst + 2 * i, &v, sizeof v);
+}
+
+void moeq__from_f32_ref(int32_t dtype, const float *src, size_t n, void *dst) {
+    uint8_t *b = dst;
+    switch (dtype) {
+        case MOEQ_DTYPE_F64:
+            for (size_t i = 0; i < n; i++) {
+                const double d = (double)src[i];
+                memcpy(b + 8 * i, &d, sizeof d);
+            }
+            break;
+        case MOEQ_DTYPE_F32:
+            if (n) memcpy(dst, src, n * sizeof(float));
+            break;
+        case MOEQ_DTYPE_F16:
+            for (size_t i = 0; i < n; i++) store_u16(dst, i, moeq__f32_to_f16(src[i]));
+            break;
+        case MOEQ_DTYPE_BF16:
+            for (size_t i = 0; i < n; i++) store_u16(dst, i, moeq__f32_to_bf16(src[i]));
+            break;
+        case MOEQ_DTYPE_F8_E4M3:
+            for (size_t i = 0; i < n; i++) b[i] = moeq__f32_to_e4m3(src[i]);
+            break;
+        case MOEQ_DTYPE_F8_E5M2:
+            for (size_t i = 0; i < n; i++) b[i] = moeq__f32_to_e5m2(src[i]);
+            break;
+        default:
+            assert(0 && "moeq__from_f32_ref: dtype not writable");
+            break;
+    }
+}
+
+float moeq__round_to_dtype(int32_t dtype, float x) {
+    switch (dtype) {
+        case MOEQ_DTYPE_BF16: return moeq__bf16_to_f32(moeq__f32_to_bf16(x));
+        case MOEQ_DTYPE_F16: return moeq__f16_to_f32(moeq__f32_to_f16(x));
+        default: return x;
+    }
+}
+
+float moeq__dtype_eps(int32_t dtype) {
+    switch (dtype) {
+        case MOEQ_DTYPE_BF16: return 0x1p-7f;
+        case MOEQ_DTYPE_F16: return 0x1p-10f;
+        default: return 0x1p-23f;
+    }
+}
+
+float moeq__round_half_even(float x) {
+    if (!(fabsf(x) < 0x1p23f)) return x; /* already an integer, or NaN/inf */
+    const float f = floorf(x);
+    const float d = x - f; /* exact below 2^23 */
+    if (d > 0.5f) return f + 1.0f;
+    if (d < 0.5f) return f;
+    return fmodf(f, 2.0f) == 0.0f ? f : f + 1.0f;
+}

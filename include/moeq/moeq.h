@@ -618,31 +618,43 @@ typedef enum moeq_scoring {
 } moeq_scoring;
 
 typedef struct moeq_route_config {
-    int32_t num_experts;      /* E: logits per token */
+    int32_t num_experts;      /* E: logits per token, >= 1 */
     int32_t top_k;            /* experts per token, 1..E */
     int32_t scoring;          /* moeq_scoring */
-    int32_t renormalize;      /* 1: the k weights are divided by their sum (+1e-20) */
-    /* Grouped top-k (DeepSeek-V3): experts form num_expert_group equal groups;
-     * a group scores as its best expert (softmax) or the sum of its best two
-     * (with a correction bias); only the topk_group best groups compete.
-     * 0 and 0 disable grouping. */
+    int32_t renormalize;      /* 0 or 1: the k weights are divided by (their sum + 1e-20) */
+    /* Grouped top-k (DeepSeek-V3): experts form num_expert_group contiguous
+     * equal groups; a group scores as its best expert (no bias) or as the sum
+     * of its best two (with a correction bias, so groups then need >= 2
+     * experts); only the topk_group best groups compete, and they must hold
+     * at least top_k experts.  0 and 0 disable grouping. */
     int32_t num_expert_group;
     int32_t topk_group;
-    /* [E] added to the scores to choose experts, never to their weights
-     * (e_score_correction_bias); NULL for none. */
+    /* [E] finite values added to the scores to choose experts and groups,
+     * never to the returned weights (e_score_correction_bias); NULL for none. */
     const float *correction_bias;
-    /* Multiplies the returned weights (after renormalization); 0 means 1. */
+    /* Multiplies the returned weights (after renormalization, whether or not
+     * it is on); finite and >= 0; 0 means 1. */
     float routed_scaling_factor;
 } moeq_route_config;
 
 /* Routes `tokens` rows of router logits ([tokens, E] float32, row-major):
- * writes each token's expert ids (int32, [tokens, top_k], best first; ties go
- * to the lower id) and weights (float32, [tokens, top_k]).  Scores are
- * computed in float32.  NaN or infinite logits are an error naming the token.
- * Thread-safe; allocates nothing for E <= 4096.
- * @return OK, INVALID_ARG (NULL pointers, sizes, top_k > E, groups that do
- *         not divide E, topk_group * (E / groups) < top_k, non-finite values),
- *         NOMEM. */
+ * writes each token's expert ids (int32, [tokens, top_k], best first) and
+ * weights (float32, [tokens, top_k]).  Per token, in float32:
+ *   scores  = softmax(logits) (max subtracted first) or 1 / (1 + exp(-logits));
+ *   choice  = scores + correction_bias (or scores without a bias);
+ *   groups (if any): keep the topk_group best groups by their choice values;
+ *   ids     = the top_k experts of the kept groups by choice, best first;
+ *             equal values go to the lower id (torch leaves that order open);
+ *   weights = scores[ids] (never the biased values), renormalized and scaled.
+ * logits, topk_ids and topk_weights may be NULL only when tokens == 0, which
+ * checks cfg and writes nothing.  NaN or infinite logits are an error naming
+ * the token and expert; the rows of earlier tokens have then been written and
+ * later rows are untouched.
+ * Thread-safe; allocates nothing when E <= 4096 and num_expert_group <= 64
+ * (one scratch block per call otherwise).
+ * @return OK, INVALID_ARG (NULL pointers, sizes, top_k > E, unknown scoring,
+ *         renormalize not 0/1, groups that do not divide E,
+ *         topk_group * (E / groups) < top_k, non-finite values), NOMEM. */
 MOEQ_API moeq_status moeq_route(const moeq_route_config *cfg, const float *logits,
                                 int64_t tokens, int32_t *topk_ids, float *topk_weights,
                                 moeq_error *err);

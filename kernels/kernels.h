@@ -216,7 +216,11 @@ typedef enum moeq__qw_kind {
     MOEQ__QW_I32 = 3,
     MOEQ__QW_E4M3 = 4,         /* one FP8 E4M3FN byte per element */
     MOEQ__QW_E2M1 = 5,         /* two FP4 codes per byte, even element low */
-    MOEQ__QW_INT4_NIBBLES = 6  /* MxInt4 repack: two signed int4 per byte, even low */
+    MOEQ__QW_INT4_NIBBLES = 6, /* MxInt4 repack: two signed int4 per byte, even low */
+    MOEQ__QW_F32 = 7,          /* unquantized weights: the value itself, scale NULL */
+    MOEQ__QW_F16 = 8,
+    MOEQ__QW_BF16 = 9,
+    MOEQ__QW_F64 = 10
 } moeq__qw_kind;
 
 /* A quantized weight ready for the kernel: codes in place, scales already
@@ -230,7 +234,7 @@ typedef struct moeq__qweight {
     const void *codes;       /* little-endian, any alignment */
     size_t row_stride;       /* bytes from one row of codes to the next */
     moeq__grid grid;         /* scale grid (moeq__scale_grid) */
-    const float *scale;      /* [grid.rows * grid.cols] */
+    const float *scale;      /* [grid.rows * grid.cols]; NULL for the float kinds */
     const float *zero_point; /* NULL (symmetric) or [grid.rows * grid.cols] integers */
     const int32_t *g_idx;    /* NULL, or [cols] scale column per weight column, < grid.cols */
 } moeq__qweight;

@@ -18,8 +18,7 @@
  *   mxfp4-pack-quantized  weight_packed U8 [out, in/2], weight_scale U8 [out, ceil(in/gs)]
  *   mxfp8-quantized       weight F8_E4M3 [out, in], weight_scale U8 [out, ceil(in/gs)]
  */
-#include "internal.h"
-#include "kernels.h"
+#include "dequant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +41,6 @@ typedef struct dq {
     moeq_error *err;
     const moeq_tensor *t[P_COUNT];
     size_t rows, cols;  /* the logical [out, in] */
-    int32_t dense_dtype; /* dense formats: the weight's dtype */
     moeq__qweight qw;
     float *scale;   /* owned, [grid] */
     float *zp;      /* owned, [grid] or NULL */
@@ -446,8 +444,16 @@ static moeq_status prepare_dense(dq *d) {
                                  MOEQ_DTYPE_INVALID};
     st = expect_dtype(d, P_WEIGHT, ok, "F32, F16, BF16 or F64 (not compressed)");
     if (st == MOEQ_STATUS_OK) st = take_matrix(d, P_WEIGHT, 1);
-    d->dense_dtype = d->t[P_WEIGHT]->dtype;
-    return st;
+    if (st != MOEQ_STATUS_OK) return st;
+    const int32_t dt = d->t[P_WEIGHT]->dtype;
+    d->qw.kind = dt == MOEQ_DTYPE_F32   ? MOEQ__QW_F32
+                 : dt == MOEQ_DTYPE_F16 ? MOEQ__QW_F16
+                 : dt == MOEQ_DTYPE_BF16 ? MOEQ__QW_BF16
+                                         : MOEQ__QW_F64;
+    d->qw.codes = d->t[P_WEIGHT]->data;
+    d->qw.row_stride = d->cols * moeq_dtype_size(dt);
+    d->qw.grid = (moeq__grid){1, 1, d->rows ? d->rows : 1, d->cols ? d->cols : 1};
+    return MOEQ_STATUS_OK; /* no scale: the values are the weights (F64 rounds through f32) */
 }
 
 static moeq_status prepare_pack(dq *d) {
@@ -686,39 +692,29 @@ static moeq_status prepare(dq *d) {
 
 /* ---- the entry point ------------------------------------------------------------ */
 
-static moeq_status run(dq *d, int32_t out_dtype, void *out) {
+static moeq_status run(const moeq__qweight *qw, int32_t out_dtype, void *out, dq *d) {
     const size_t osize = moeq_dtype_size(out_dtype);
-    float *row = moeq__malloc(d->cols * sizeof *row + 1);
+    float *row = moeq__malloc(qw->cols * sizeof *row + 1);
     if (!row) return nomem(d);
     uint8_t *dst = out;
-    const size_t in_size = d->dense_dtype ? moeq_dtype_size(d->dense_dtype) : 0;
-    for (size_t r = 0; r < d->rows; r++) {
-        if (d->dense_dtype) {
-            /* F64 goes through f32, so F64 -> BF16/F16 rounds twice */
-            moeq__to_f32_ref(d->dense_dtype, (const uint8_t *)d->t[P_WEIGHT]->data + r * d->cols * in_size,
-                             d->cols, row);
-        } else {
-            moeq__dequant_ref(&d->qw, r, 1, row);
-        }
-        moeq__from_f32_ref(out_dtype, row, d->cols, dst + r * d->cols * osize);
+    for (size_t r = 0; r < qw->rows; r++) {
+        moeq__dequant_ref(qw, r, 1, row);
+        moeq__from_f32_ref(out_dtype, row, qw->cols, dst + r * qw->cols * osize);
     }
     moeq__free(row);
     return MOEQ_STATUS_OK;
 }
 
-moeq_status moeq_dequantize(const moeq_quant_args *weights, int32_t format, uint32_t flags,
-                            const char *module, const moeq_tensor *tensors, uint32_t n_tensors,
-                            int32_t out_dtype, void *out, uint64_t out_bytes, int64_t out_shape[2],
-                            moeq_error *err) {
+/* ---- the builder moeq_dequantize and the MoE layers share ---------------------- */
+
+moeq_status moeq__ct_weight_build(const moeq_quant_args *weights, int32_t format, uint32_t flags,
+                                  const char *module, const moeq_tensor *tensors,
+                                  uint32_t n_tensors, moeq__ct_weight *out, moeq_error *err) {
+    memset(out, 0, sizeof *out);
     const char *where = module && module[0] ? module : "moeq_dequantize";
-    if (!out_shape) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: out_shape is NULL", where);
     if (!tensors && n_tensors > 0) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: tensors is NULL but n_tensors is %u",
                            where, n_tensors);
-    }
-    if (out_dtype != MOEQ_DTYPE_F32 && out_dtype != MOEQ_DTYPE_BF16 && out_dtype != MOEQ_DTYPE_F16) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: out_dtype %s, expected F32, BF16 or F16",
-                           where, moeq_dtype_name(out_dtype));
     }
     dq d;
     memset(&d, 0, sizeof d);
@@ -730,30 +726,71 @@ moeq_status moeq_dequantize(const moeq_quant_args *weights, int32_t format, uint
     d.err = err;
     moeq_status st = collect(&d, tensors, n_tensors);
     if (st == MOEQ_STATUS_OK) st = prepare(&d);
-    if (st == MOEQ_STATUS_OK) {
-        d.qw.rows = d.rows;
-        d.qw.cols = d.cols;
-        d.qw.scale = d.scale;
-        d.qw.zero_point = d.zp;
-        d.qw.g_idx = d.g_idx;
-        size_t need_bytes;
-        if (!moeq__mul_size(d.rows, d.cols, &need_bytes) ||
-            !moeq__mul_size(need_bytes, moeq_dtype_size(out_dtype), &need_bytes)) {
-            st = moeq__error(err, MOEQ_STATUS_SHAPE, "%s: [%zu, %zu] is too large", where, d.rows,
-                             d.cols);
-        } else if (out && out_bytes < (uint64_t)need_bytes) {
-            st = moeq__error(err, MOEQ_STATUS_SHAPE,
-                             "%s: out_bytes %llu, expected at least %zu ([%zu, %zu] x %s)", where,
-                             (unsigned long long)out_bytes, need_bytes, d.rows, d.cols,
-                             moeq_dtype_name(out_dtype));
-        }
+    size_t count;
+    if (st == MOEQ_STATUS_OK && !moeq__mul_size(d.rows, d.cols, &count)) {
+        st = moeq__error(err, MOEQ_STATUS_SHAPE, "%s: [%zu, %zu] is too large", where, d.rows,
+                         d.cols);
     }
-    if (st == MOEQ_STATUS_OK && out) st = check_fp8_codes(&d);
-    if (st == MOEQ_STATUS_OK && out) st = run(&d, out_dtype, out);
-    if (st == MOEQ_STATUS_OK) {
-        out_shape[0] = (int64_t)d.rows;
-        out_shape[1] = (int64_t)d.cols;
+    if (st == MOEQ_STATUS_OK) st = check_fp8_codes(&d);
+    if (st != MOEQ_STATUS_OK) {
+        dq_free(&d);
+        return st;
     }
-    dq_free(&d);
+    d.qw.rows = d.rows;
+    d.qw.cols = d.cols;
+    d.qw.scale = d.scale;
+    d.qw.zero_point = d.zp;
+    d.qw.g_idx = d.g_idx;
+    out->qw = d.qw;
+    out->scale = d.scale;
+    out->zp = d.zp;
+    out->g_idx = d.g_idx;
+    return MOEQ_STATUS_OK;
+}
+
+void moeq__ct_weight_free(moeq__ct_weight *w) {
+    if (!w) return;
+    moeq__free(w->scale);
+    moeq__free(w->zp);
+    moeq__free(w->g_idx);
+    memset(w, 0, sizeof *w);
+}
+
+moeq_status moeq_dequantize(const moeq_quant_args *weights, int32_t format, uint32_t flags,
+                            const char *module, const moeq_tensor *tensors, uint32_t n_tensors,
+                            int32_t out_dtype, void *out, uint64_t out_bytes, int64_t out_shape[2],
+                            moeq_error *err) {
+    const char *where = module && module[0] ? module : "moeq_dequantize";
+    if (!out_shape) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: out_shape is NULL", where);
+    if (out_dtype != MOEQ_DTYPE_F32 && out_dtype != MOEQ_DTYPE_BF16 && out_dtype != MOEQ_DTYPE_F16) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: out_dtype %s, expected F32, BF16 or F16",
+                           where, moeq_dtype_name(out_dtype));
+    }
+    moeq__ct_weight w;
+    moeq_status st = moeq__ct_weight_build(weights, format, flags, module, tensors, n_tensors, &w, err);
+    if (st != MOEQ_STATUS_OK) return st;
+    size_t need_bytes;
+    if (!moeq__mul_size(w.qw.rows, w.qw.cols, &need_bytes) ||
+        !moeq__mul_size(need_bytes, moeq_dtype_size(out_dtype), &need_bytes)) {
+        st = moeq__error(err, MOEQ_STATUS_SHAPE, "%s: [%zu, %zu] is too large", where, w.qw.rows,
+                         w.qw.cols);
+    } else if (out && out_bytes < (uint64_t)need_bytes) {
+        st = moeq__error(err, MOEQ_STATUS_SHAPE,
+                         "%s: out_bytes %llu, expected at least %zu ([%zu, %zu] x %s)", where,
+                         (unsigned long long)out_bytes, need_bytes, w.qw.rows, w.qw.cols,
+                         moeq_dtype_name(out_dtype));
+    }
+    if (st == MOEQ_STATUS_OK && out) {
+        dq d; /* only for the out-of-memory message */
+        memset(&d, 0, sizeof d);
+        d.mod = module ? module : "";
+        d.err = err;
+        st = run(&w.qw, out_dtype, out, &d);
+    }
+    if (st == MOEQ_STATUS_OK) {
+        out_shape[0] = (int64_t)w.qw.rows;
+        out_shape[1] = (int64_t)w.qw.cols;
+    }
+    moeq__ct_weight_free(&w);
     return st;
 }

@@ -39,6 +39,10 @@ void moeq__decode_row_ref(const moeq__qweight *w, size_t r, size_t first, size_t
         case MOEQ__QW_E2M1:
             moeq__fp4_unpack_ref(row, first, n, out);
             break;
+        case MOEQ__QW_F32: moeq__to_f32_ref(MOEQ_DTYPE_F32, row + 4 * first, n, out); break;
+        case MOEQ__QW_F16: moeq__to_f32_ref(MOEQ_DTYPE_F16, row + 2 * first, n, out); break;
+        case MOEQ__QW_BF16: moeq__to_f32_ref(MOEQ_DTYPE_BF16, row + 2 * first, n, out); break;
+        case MOEQ__QW_F64: moeq__to_f32_ref(MOEQ_DTYPE_F64, row + 8 * first, n, out); break;
         case MOEQ__QW_INT4_NIBBLES:
             for (size_t i = 0; i < n; i++) {
                 const size_t c = first + i;
@@ -54,6 +58,10 @@ void moeq__decode_row_ref(const moeq__qweight *w, size_t r, size_t first, size_t
 
 void moeq__dequant_ref(const moeq__qweight *w, size_t row0, size_t nrows, float *out) {
     const moeq__grid *g = &w->grid;
+    if (!w->scale) { /* unquantized: the values as they are */
+        for (size_t i = 0; i < nrows; i++) moeq__decode_row_ref(w, row0 + i, 0, w->cols, out + i * w->cols);
+        return;
+    }
     for (size_t i = 0; i < nrows; i++) {
         const size_t r = row0 + i;
         const size_t cell_row = (r / g->row_block) * g->cols;

@@ -26,17 +26,17 @@ enum { MOEQ__GATE = 0, MOEQ__UP = 1, MOEQ__DOWN = 2 };
 /* A custom loader for a parameter whose layout is not one of the generic
  * ones: validates `t` and writes it into expert `e` (local id), shard `shard`. */
 struct moeq__param;
-typedef moeq_status (*moeq__load_fn)(moeq_moe *l, struct moeq__param *p, int32_t e,
-                                     int32_t shard, const moeq_tensor *t, moeq_error *err);
+typedef moeq_status (*moeq__load_fn)(moeq_moe *l, struct moeq__param *p, int32_t e, int32_t shard,
+                                     const moeq_tensor *t, moeq_error *err);
 
 typedef struct moeq__param {
-    moeq_param pub;        /* what moeq_moe_param hands out */
+    moeq_param pub; /* what moeq_moe_param hands out */
     char name[48];
     char suffix[32];
-    bool w13;              /* true: fed by gate and up; false: fed by down */
-    uint32_t ckpt_dtypes;  /* bit i set: checkpoint dtype i accepted (floats convert) */
-    uint8_t *loaded;       /* [E_local * 2]: expert e, shard s loaded (s: 0 gate/down, 1 up) */
-    moeq__load_fn load;    /* NULL: the generic loader */
+    bool w13;             /* true: fed by gate and up; false: fed by down */
+    uint32_t ckpt_dtypes; /* bit i set: checkpoint dtype i accepted (floats convert) */
+    uint8_t *loaded;      /* [E_local * 2]: expert e, shard s loaded (s: 0 gate/down, 1 up) */
+    moeq__load_fn load;   /* NULL: the generic loader */
 } moeq__param;
 
 /* The activation quantization a projection applies to its input rows. */
@@ -47,17 +47,17 @@ typedef enum moeq__act_kind {
     MOEQ__ACT_INT8_STATIC, /* static per-tensor scale */
     MOEQ__ACT_FP8_TOKEN,
     MOEQ__ACT_FP8_TENSOR,
-    MOEQ__ACT_FP8_GROUP,   /* dynamic, one scale per row per act_group columns */
+    MOEQ__ACT_FP8_GROUP, /* dynamic, one scale per row per act_group columns */
     MOEQ__ACT_FP8_STATIC,
-    MOEQ__ACT_NVFP4,       /* local E4M3 group-16 scales against a static global scale */
-    MOEQ__ACT_MXFP4        /* dynamic E8M0 group-32 scales */
+    MOEQ__ACT_NVFP4, /* local E4M3 group-16 scales against a static global scale */
+    MOEQ__ACT_MXFP4  /* dynamic E8M0 group-32 scales */
 } moeq__act_kind;
 
 /* One projection of one expert, ready for the kernels. */
 typedef struct moeq__proj {
-    moeq__qweight w;     /* [rows = out, cols = in] */
-    float act_scale;     /* STATIC kinds: the input scale; NVFP4: the input global scale */
-    const float *bias;   /* [rows] or NULL */
+    moeq__qweight w;   /* [rows = out, cols = in] */
+    float act_scale;   /* STATIC kinds: the input scale; NVFP4: the input global scale */
+    const float *bias; /* [rows] or NULL */
 } moeq__proj;
 
 /* A block of memory the layer owns after finalize (freed with it). */
@@ -67,13 +67,13 @@ typedef struct moeq__block {
 } moeq__block;
 
 struct moeq_moe {
-    moeq_moe_config cfg;       /* copied; pointers below point at owned copies */
+    moeq_moe_config cfg; /* copied; pointers below point at owned copies */
     moeq_quant_args weights, inputs;
     bool has_weights, has_inputs;
-    char *prefix;              /* NULL: any */
+    char *prefix; /* NULL: any */
     char *proj[3];
-    int32_t *expert_map;       /* [num_experts] global -> local or -1 */
-    int32_t *local_to_global;  /* [num_local_experts] */
+    int32_t *expert_map;      /* [num_experts] global -> local or -1 */
+    int32_t *local_to_global; /* [num_local_experts] */
     const moeq__scheme *scheme;
     bool finalized;
 
@@ -81,9 +81,9 @@ struct moeq_moe {
     uint32_t n_params, cap_params;
 
     /* After finalize. */
-    int32_t act_kind;          /* moeq__act_kind, the same for every projection */
-    int32_t act_group;         /* FP8_GROUP: columns per scale */
-    moeq__proj *projs;         /* [E_local * 3]: gate, up, down of each expert */
+    int32_t act_kind;  /* moeq__act_kind, the same for every projection */
+    int32_t act_group; /* FP8_GROUP: columns per scale */
+    moeq__proj *projs; /* [E_local * 3]: gate, up, down of each expert */
     moeq__block *blocks;
 };
 
@@ -91,29 +91,29 @@ struct moeq_moe {
 
 /* Dimensions schemes size their parameters with. */
 typedef struct moeq__dims {
-    int64_t E;  /* local experts */
-    int64_t H;  /* hidden size */
-    int64_t I;  /* intermediate size per partition */
+    int64_t E; /* local experts */
+    int64_t H; /* hidden size */
+    int64_t I; /* intermediate size per partition */
 } moeq__dims;
 
 moeq__dims moeq__moe_dims(const moeq_moe *l);
 
 /* One parameter to declare.  shape[0] is the local expert count. */
 typedef struct moeq__param_spec {
-    const char *name;        /* "w13_weight_packed" */
+    const char *name; /* "w13_weight_packed" */
     int32_t dtype;
     int32_t ndim;
     int64_t shape[4];
-    const char *suffix;      /* checkpoint parameter: "weight_packed" */
-    int32_t layout;          /* moeq_param_layout */
-    int32_t quant_method;    /* moeq_strategy or -1 */
+    const char *suffix;   /* checkpoint parameter: "weight_packed" */
+    int32_t layout;       /* moeq_param_layout */
+    int32_t quant_method; /* moeq_strategy or -1 */
     int32_t is_transposed;
     int32_t required;
-    uint32_t ckpt_dtypes;    /* accepted checkpoint dtypes (bit per moeq_dtype) */
-    moeq__load_fn load;      /* NULL: generic */
+    uint32_t ckpt_dtypes; /* accepted checkpoint dtypes (bit per moeq_dtype) */
+    moeq__load_fn load;   /* NULL: generic */
 } moeq__param_spec;
 
-#define MOEQ__DT(d) (1u << MOEQ_DTYPE_##d)
+#define MOEQ__DT(d)        (1u << MOEQ_DTYPE_##d)
 #define MOEQ__FLOAT_DTYPES (MOEQ__DT(F32) | MOEQ__DT(F16) | MOEQ__DT(BF16))
 
 /* Adds a parameter (zero-filled; float parameters of a per-shard or shared
@@ -146,12 +146,10 @@ moeq_status moeq__moe_ct_views(moeq_moe *l, int32_t e, int32_t shard, moeq__ct_v
 moeq_status moeq__moe_finalize_ct(moeq_moe *l, moeq_error *err);
 
 /* The activation quantization implied by input args (NULL: none). */
-moeq_status moeq__moe_act_kind(const moeq_moe *l, int32_t *kind, int32_t *group,
-                               moeq_error *err);
+moeq_status moeq__moe_act_kind(const moeq_moe *l, int32_t *kind, int32_t *group, moeq_error *err);
 
 /* The name of an expert's projection for messages: "<prefix>.<e>.<proj>". */
-void moeq__moe_module_name(const moeq_moe *l, int32_t local_e, int32_t shard, char *buf,
-                           size_t n);
+void moeq__moe_module_name(const moeq_moe *l, int32_t local_e, int32_t shard, char *buf, size_t n);
 
 /* The generic apply slot (moe_apply.c). */
 moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io, moeq_error *err);

@@ -42,8 +42,7 @@ moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out, moeq_e
     if (!out) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "out is NULL");
     int32_t threads = opts ? opts->threads : 0;
     if (threads < 0 || threads > 256) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "threads is %d; use 0..256",
-                           (int)threads);
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "threads is %d; use 0..256", (int)threads);
     }
     moeq_ctx *c = moeq__calloc(1, sizeof *c);
     if (!c) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory creating a context");
@@ -89,9 +88,10 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
                            "%s: not finalized; call moeq_moe_finalize after loading", name);
     }
     if (!io_dtype(x_dtype) || !io_dtype(out_dtype)) {
-        return moeq__error(err, MOEQ_STATUS_DTYPE, "%s: x dtype %s / out dtype %s; each must be "
-                           "F32, BF16 or F16", name, moeq_dtype_name(x_dtype),
-                           moeq_dtype_name(out_dtype));
+        return moeq__error(err, MOEQ_STATUS_DTYPE,
+                           "%s: x dtype %s / out dtype %s; each must be "
+                           "F32, BF16 or F16",
+                           name, moeq_dtype_name(x_dtype), moeq_dtype_name(out_dtype));
     }
     if (tokens < 0 || tokens > (int64_t)INT32_MAX) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: tokens is %lld", name,
@@ -110,7 +110,10 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
     if (tokens == 0) return MOEQ_STATUS_OK;
     if (!x || !topk_ids || !topk_weights || !out) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: %s is NULL", name,
-                           !x ? "x" : !topk_ids ? "topk_ids" : !topk_weights ? "topk_weights" : "out");
+                           !x              ? "x"
+                           : !topk_ids     ? "topk_ids"
+                           : !topk_weights ? "topk_weights"
+                                           : "out");
     }
     if (out == x && out_dtype != x_dtype) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
@@ -277,12 +280,13 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
     /* Scratch: one block carved into aligned pieces. */
     size_t maxK = H > I ? H : I;
     size_t code_bytes = rows_bound_bytes(pairs, maxK);
-    size_t scale_floats = pairs * (l->act_kind == MOEQ__ACT_FP8_GROUP
-                                       ? maxK / (size_t)l->act_group + 2
-                                       : maxK / 16 + 2);
-    size_t need[] = {T * H * 4, pairs * H * 4, pairs * I * 4, pairs * I * 4,
-                     MATMUL_CHUNK * maxK * 4, code_bytes, scale_floats * 4,
-                     (E + 1) * 4, E * 4, pairs * 4, pairs * 4};
+    size_t scale_floats =
+        pairs *
+        (l->act_kind == MOEQ__ACT_FP8_GROUP ? maxK / (size_t)l->act_group + 2 : maxK / 16 + 2);
+    size_t need[] = {
+        T * H * 4,  pairs * H * 4,    pairs * I * 4, pairs * I * 4, MATMUL_CHUNK * maxK * 4,
+        code_bytes, scale_floats * 4, (E + 1) * 4,   E * 4,         pairs * 4,
+        pairs * 4};
     enum { XF, XR, GATE, UP, ROWS, CODES, SCALES, STARTS, FILL, ORDER, ROW_OF, NPIECES };
     size_t at[NPIECES], total = 0;
     for (int i = 0; i < NPIECES; i++) {

@@ -103,25 +103,4 @@ extern const moeq__scheme moeq__scheme_npu_w4a16_int4;
 /* The registry (registry.c): indexed by moeq_scheme_id. */
 const moeq__scheme *moeq__scheme_get(int32_t id);
 
-/* Placeholder slot bodies for work that lands with the MoE layer: each returns
- * MOEQ_STATUS_UNSUPPORTED naming the scheme and the slot, so a missing piece
- * is reported, never silently skipped.  Use once per scheme file. */
-#define MOEQ__SCHEME_PENDING_SLOTS(NAME)                                                           \
-    static moeq_status pending_create(struct moeq_moe *layer, moeq_error *err) {                   \
-        (void)layer;                                                                               \
-        return moeq__error(err, MOEQ_STATUS_UNSUPPORTED,                                           \
-                           "scheme " NAME ": create_weights is not implemented yet");              \
-    }                                                                                              \
-    static moeq_status pending_finalize(struct moeq_moe *layer, moeq_error *err) {                 \
-        (void)layer;                                                                               \
-        return moeq__error(err, MOEQ_STATUS_UNSUPPORTED,                                           \
-                           "scheme " NAME ": finalize is not implemented yet");                    \
-    }                                                                                              \
-    static moeq_status pending_apply(const struct moeq_moe *layer, void *io, moeq_error *err) {    \
-        (void)layer;                                                                               \
-        (void)io;                                                                                  \
-        return moeq__error(err, MOEQ_STATUS_UNSUPPORTED,                                           \
-                           "scheme " NAME ": apply is not implemented yet");                       \
-    }
-
 #endif /* MOEQ_SCHEME_H */

@@ -25,31 +25,6 @@ START_TEST(test_every_slot_filled) {
 }
 END_TEST
 
-/* Until the MoE layer lands, the MoE slots report themselves as pending with a
- * message naming the scheme and the slot; this test lists them. */
-START_TEST(test_pending_slots_are_reported) {
-    int pending = 0;
-    for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
-        const moeq__scheme *s = moeq__scheme_get(id);
-        moeq_error err;
-        moeq_status st = s->create_weights(NULL, &err);
-        if (st == MOEQ_STATUS_UNSUPPORTED) {
-            ck_assert_ptr_nonnull(strstr(err.message, s->name));
-            ck_assert_ptr_nonnull(strstr(err.message, "create_weights"));
-            st = s->finalize(NULL, &err);
-            ck_assert_int_eq(st, MOEQ_STATUS_UNSUPPORTED);
-            ck_assert_ptr_nonnull(strstr(err.message, "finalize"));
-            st = s->apply(NULL, NULL, &err);
-            ck_assert_int_eq(st, MOEQ_STATUS_UNSUPPORTED);
-            ck_assert_ptr_nonnull(strstr(err.message, "apply"));
-            printf("pending: %s create_weights/finalize/apply\n", s->name);
-            pending++;
-        }
-    }
-    printf("%d of %d schemes have pending MoE slots\n", pending, MOEQ_SCHEME_COUNT);
-}
-END_TEST
-
 /* One group -> resolve a MoE layer -> select. */
 typedef struct select_case {
     const char *weights;  /* JSON or "null" */
@@ -111,8 +86,11 @@ static const select_case k_cases[] = {
     {"{\"num_bits\":4,\"group_size\":128}",
      "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}", "pack-quantized", 0, 0,
      "w4a8_fp8"},
-    {"{\"num_bits\":4,\"group_size\":128}", "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}",
+    {"{\"num_bits\":4,\"group_size\":-1}", "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}",
      "int-quantized", 1, 0, "npu_w4a8_int8"},
+    /* npu_w4a8_int8 takes channel scales only: group weights run on the CPU scheme. */
+    {"{\"num_bits\":4,\"group_size\":128}", "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}",
+     "int-quantized", 1, 0, "w4a8_int8"},
     /* NPU W4A16 */
     {"{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized", 1, 0, "npu_w4a16_int4"},
     /* NPU platform, config the NPU layouts do not take: the CPU scheme runs
@@ -164,6 +142,40 @@ START_TEST(test_select_cases) {
                       st == MOEQ_OK ? moeq_scheme_name(sel.scheme) : err.message);
         ck_assert_int_eq(sel.scheme, -1);
     }
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
+/* Every scheme's create_weights runs for the args it selects: no scheme
+ * lacks a working slot (the MoE suites run load, finalize and apply). */
+START_TEST(test_every_case_creates_a_layer) {
+    const select_case *c = &k_cases[_i];
+    if (!c->scheme) return;
+    moeq_config *cfg = one_group(c);
+    moeq_resolution r;
+    moeq_error err;
+    ck_assert_ok(moeq_resolve_moe(cfg, "m.experts", 4, NULL, NULL, &r, &err), &err);
+    moeq_select_options so = {c->platform, c->prefer_mxint4};
+    moeq_selection sel;
+    ck_assert_ok(moeq_select(&r, "m.experts", &so, &sel, &err), &err);
+    moeq_moe_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.scheme = sel.scheme;
+    mc.weights = r.weights;
+    mc.input_activations = r.input_activations;
+    mc.format = r.format;
+    mc.num_experts = 4;
+    mc.hidden_size = 256;
+    mc.intermediate_size = 128;
+    moeq_moe *layer = NULL;
+    ck_assert_msg(moeq_moe_create(&mc, &layer, &err) == MOEQ_OK, "case %d (%s): %s", _i, c->scheme,
+                  err.message);
+    ck_assert_int_eq(moeq_moe_scheme(layer), sel.scheme);
+    ck_assert_uint_gt(moeq_moe_param_count(layer), 1);
+    moeq_param p;
+    ck_assert_ok(moeq_moe_param(layer, 0, &p), &err);
+    ck_assert_int_eq(p.shape[0], 4);
+    moeq_moe_destroy(layer);
     moeq_config_destroy(cfg);
 }
 END_TEST
@@ -293,9 +305,9 @@ static Suite *registry_suite(void) {
     Suite *s = suite_create("registry");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_every_slot_filled);
-    tcase_add_test(tc, test_pending_slots_are_reported);
     tcase_add_loop_test(tc, test_select_cases, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_test(tc, test_every_scheme_selected_somewhere);
+    tcase_add_loop_test(tc, test_every_case_creates_a_layer, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_test(tc, test_rejection_message);
     tcase_add_test(tc, test_predicates_disjoint);
     suite_add_tcase(s, tc);

@@ -1,7 +1,7 @@
 /* w4a16_mxfp4.c - MXFP4 weights (E2M1 values, E8M0 group-32 scales).
  * Activations stay 16-bit unless the config also quantizes inputs to MXFP4
  * (dynamic, group 32), in which case they are quantized exactly so. */
-#include "scheme.h"
+#include "moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_weights(in, why, n)) return false;
@@ -20,14 +20,19 @@ static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     return true;
 }
 
-MOEQ__SCHEME_PENDING_SLOTS("w4a16_mxfp4")
+/* U8 [E, N, K/2] codes with U8 (E8M0) group-32 scales. */
+static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
+    moeq_status st = moeq__moe_add_fp4_weights(l, err);
+    if (st == MOEQ_STATUS_OK) st = moeq__moe_add_scales(l, MOEQ_DTYPE_U8, MOEQ__DT(U8), false, err);
+    return st;
+}
 
 const moeq__scheme moeq__scheme_w4a16_mxfp4 = {
     .id = MOEQ_SCHEME_W4A16_MXFP4,
     .name = "w4a16_mxfp4",
     .summary = "MXFP4 weights (E2M1, E8M0 group-32 scales); 16-bit or MXFP4 activations",
     .accepts = accepts,
-    .create_weights = pending_create,
-    .finalize = pending_finalize,
-    .apply = pending_apply,
+    .create_weights = create_weights,
+    .finalize = moeq__moe_finalize_ct,
+    .apply = moeq__moe_apply_generic,
 };

@@ -1,6 +1,6 @@
 /* w4a4_nvfp4.c - NVFP4 weights and NVFP4 activations: inputs quantized per
  * 16 elements at run time against a static input_global_scale ("local"). */
-#include "scheme.h"
+#include "moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_nvfp4_weights(in, why, n)) return false;
@@ -18,14 +18,24 @@ static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     return moeq__need_format(in, MOEQ__BIT(MOEQ_FORMAT_NVFP4_PACK_QUANTIZED), why, n);
 }
 
-MOEQ__SCHEME_PENDING_SLOTS("w4a4_nvfp4")
+/* As w4a16_nvfp4, plus the static input global scales ([E, 2] / [E]). */
+static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
+    moeq_status st = moeq__moe_add_fp4_weights(l, err);
+    if (st == MOEQ_STATUS_OK)
+        st = moeq__moe_add_scales(l, MOEQ_DTYPE_F8_E4M3, MOEQ__DT(F8_E4M3), false, err);
+    if (st == MOEQ_STATUS_OK)
+        st = moeq__moe_add_per_shard(l, "weight_global_scale", "weight_global_scale", err);
+    if (st == MOEQ_STATUS_OK)
+        st = moeq__moe_add_per_shard(l, "input_global_scale", "input_global_scale", err);
+    return st;
+}
 
 const moeq__scheme moeq__scheme_w4a4_nvfp4 = {
     .id = MOEQ_SCHEME_W4A4_NVFP4,
     .name = "w4a4_nvfp4",
     .summary = "NVFP4 weights and NVFP4 (local, global-scaled) activations",
     .accepts = accepts,
-    .create_weights = pending_create,
-    .finalize = pending_finalize,
-    .apply = pending_apply,
+    .create_weights = create_weights,
+    .finalize = moeq__moe_finalize_ct,
+    .apply = moeq__moe_apply_generic,
 };

@@ -1,6 +1,6 @@
 /* wna16.c - integer weights of 1-8 bits (group or channel scales, symmetric or
  * asymmetric, optional actorder g_idx) with 16-bit activations. */
-#include "scheme.h"
+#include "moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_weights(in, why, n)) return false;
@@ -11,14 +11,31 @@ static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     return moeq__need_format(in, MOEQ__INT_FORMATS, why, n);
 }
 
-MOEQ__SCHEME_PENDING_SLOTS("wna16")
+/* pack-quantized weights are stored transposed, [E, words(K), N], with their
+ * scales and zero points (as SGLang's Marlin layout); int8 storage keeps the
+ * checkpoint orientation. */
+static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
+    bool t = l->cfg.format == MOEQ_FORMAT_PACK_QUANTIZED;
+    moeq_status st = moeq__moe_add_int_weights(l, t, NULL, err);
+    if (st == MOEQ_STATUS_OK)
+        st = moeq__moe_add_scales(l, l->cfg.params_dtype, MOEQ__FLOAT_DTYPES, t, err);
+    if (st == MOEQ_STATUS_OK) st = moeq__moe_add_zero_points(l, t, err);
+    if (st == MOEQ_STATUS_OK) st = moeq__moe_add_g_idx(l, err);
+    return st;
+}
+
+static moeq_status finalize(moeq_moe *l, moeq_error *err) {
+    moeq_status st = moeq__moe_finalize_ct(l, err);
+    if (st == MOEQ_STATUS_OK) moeq__moe_release_transposed(l);
+    return st;
+}
 
 const moeq__scheme moeq__scheme_wna16 = {
     .id = MOEQ_SCHEME_WNA16,
     .name = "wna16",
     .summary = "int1-8 weights, group/channel scales, sym or asym, actorder; 16-bit activations",
     .accepts = accepts,
-    .create_weights = pending_create,
-    .finalize = pending_finalize,
-    .apply = pending_apply,
+    .create_weights = create_weights,
+    .finalize = finalize,
+    .apply = moeq__moe_apply_generic,
 };

@@ -15,6 +15,7 @@ static const struct {
     const char *help;
 } k_commands[] = {
     {"demo", cmd_demo, "show moeq on a bundled real config (no arguments needed)"},
+    {"dequant", cmd_dequant, "dequantize one module of a checkpoint to a float32 .npy"},
     {"plan", cmd_plan, "which group, args, format and scheme apply to each layer, and why"},
 };
 

@@ -1,0 +1,221 @@
+/*
+ * check_cli.c - the moeq tool as users run it: exit codes, `plan --json`
+ * matching the library, `dequant -o` writing what compressed-tensors
+ * computes (the conformance fixtures' "expected" tensors).
+ */
+#include "test_util.h"
+
+#include <stdbool.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "npy.h"
+
+static const char *tool(void) {
+    return MOEQ_BINARY_DIR "/moeq";
+}
+
+/* Runs a shell command; returns its exit status, output in *out (malloc'd). */
+static int run(const char *cmd, char **out) {
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+    }
+    buf[len] = '\0';
+    int st = pclose(p);
+    if (out) {
+        *out = buf;
+    } else {
+        free(buf);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char tmpdir[64];
+
+static void setup(void) {
+    strcpy(tmpdir, "/tmp/moeq_cli_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+#define GLM MOEQ_TEST_DATA_DIR "/configs/glm-5.3-int4-int8mix-rtn-g64-mixed-regex-no-linear.json"
+
+START_TEST(test_exit_codes) {
+    char cmd[1024], layers[128], bad_layers[128], bad_cfg[128];
+    snprintf(layers, sizeof layers, "%s/ok.txt", tmpdir);
+    snprintf(bad_layers, sizeof bad_layers, "%s/bad.txt", tmpdir);
+    snprintf(bad_cfg, sizeof bad_cfg, "%s/bad.json", tmpdir);
+    write_file(layers, "model.layers.3.mlp.experts moe 256\nlm_head\n");
+    write_file(bad_layers, "model.layers.3.mlp.experts moe\n");
+    write_file(bad_cfg, "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": 1}}");
+    snprintf(cmd, sizeof cmd, "%s plan %s --layers %s >/dev/null 2>&1", tool(), GLM, layers);
+    ck_assert_int_eq(run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "%s plan %s --layers %s >/dev/null 2>&1", tool(), GLM, bad_layers);
+    ck_assert_int_eq(run(cmd, NULL), 2);
+    snprintf(cmd, sizeof cmd, "%s plan %s --layers %s >/dev/null 2>&1", tool(), bad_cfg, layers);
+    ck_assert_int_eq(run(cmd, NULL), 2);
+    snprintf(cmd, sizeof cmd, "%s plan %s --layers %s/missing.txt >/dev/null 2>&1", tool(), GLM,
+             tmpdir);
+    ck_assert_int_eq(run(cmd, NULL), 2);
+    /* A line in error: int4 tensor-strategy experts have no scheme. */
+    char cfg[128], err_layers[128];
+    snprintf(cfg, sizeof cfg, "%s/tensor.json", tmpdir);
+    snprintf(err_layers, sizeof err_layers, "%s/err.txt", tmpdir);
+    write_file(cfg, "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+                    "\"config_groups\":{\"g\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":4}}}}");
+    write_file(err_layers, "m.experts moe 4\n");
+    snprintf(cmd, sizeof cmd, "%s plan %s --layers %s 2>&1", tool(), cfg, err_layers);
+    char *out = NULL;
+    ck_assert_int_eq(run(cmd, &out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "error: layer m.experts"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s frobnicate >/dev/null 2>&1", tool());
+    ck_assert_int_eq(run(cmd, NULL), 2);
+    snprintf(cmd, sizeof cmd, "%s plan --help", tool());
+    ck_assert_int_eq(run(cmd, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "--engine-order"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s demo", tool());
+    ck_assert_int_eq(run(cmd, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "wna16"));
+    free(out);
+}
+END_TEST
+
+START_TEST(test_plan_json_matches_library) {
+    const char *lines = "model.layers.3.mlp.experts moe 256\nmodel.layers.5.mlp.gate\n"
+                        "model.layers.4.self_attn.o_proj\nlm_head\n";
+    char path[128], cmd[1024];
+    snprintf(path, sizeof path, "%s/l.txt", tmpdir);
+    write_file(path, lines);
+    snprintf(cmd, sizeof cmd, "%s plan %s --layers %s --json", tool(), GLM, path);
+    char *out = NULL;
+    ck_assert_int_eq(run(cmd, &out), 0);
+    moeq_config *c = NULL;
+    moeq_error err;
+    ck_assert_ok(moeq_config_load(GLM, NULL, &c, &err), &err);
+    moeq_plan_options po = {NULL, NULL, 1, 1};
+    char *text = NULL;
+    ck_assert_ok(moeq_plan(c, lines, strlen(lines), &po, &text, NULL, &err), &err);
+    ck_assert_str_eq(out, text);
+    moeq_free(text);
+    free(out);
+    moeq_config_destroy(c);
+}
+END_TEST
+
+/* Every conformance fixture through `moeq dequant -o`: the .npy holds CT's
+ * dequantized values (in CT's output dtype, widened to float32). */
+static const char *k_fixtures[] = {
+    "int4_group32_sym_bf16", "int4_group32_asym_bf16", "int3_group32_asym_bf16",
+    "int4_group16_actorder_sym_bf16", "int8_int_quantized_channel_sym_bf16", "fp8_block_nondivisible_bf16",
+    "nvfp4_bf16", "mxfp4_bf16",
+};
+
+START_TEST(test_dequant_fixtures) {
+    const char *name = k_fixtures[_i];
+    char json_path[512], st_path[512], cfg_path[256], npy_path[256], cmd[2048];
+    snprintf(json_path, sizeof json_path, "%s/conformance/%s.json", MOEQ_TEST_DATA_DIR, name);
+    snprintf(st_path, sizeof st_path, "%s/conformance/%s.safetensors", MOEQ_TEST_DATA_DIR, name);
+    snprintf(cfg_path, sizeof cfg_path, "%s/%s.cfg.json", tmpdir, name);
+    snprintf(npy_path, sizeof npy_path, "%s/%s.npy", tmpdir, name);
+    /* The fixture's args and format as a one-group config. */
+    FILE *f = fopen(json_path, "r");
+    ck_assert_ptr_nonnull(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *args = strstr(buf, "\"args\": ");
+    const char *fmt = strstr(buf, "\"format\": \"");
+    ck_assert(args && fmt);
+    const char *args_end = strchr(args, '}');
+    char format[64], out_dtype[16] = "F32";
+    sscanf(fmt + 11, "%63[^\"]", format);
+    const char *od = strstr(buf, "\"expected_dtype\": \"");
+    if (od) sscanf(od + 19, "%15[^\"]", out_dtype);
+    bool to_bf16 = strcmp(out_dtype, "BF16") == 0;
+    FILE *c = fopen(cfg_path, "w");
+    fprintf(c, "{\"quant_method\":\"compressed-tensors\",\"format\":\"%s\",\"config_groups\":"
+               "{\"g\":{\"targets\":[\"re:.*\"],\"weights\":%.*s}}}",
+            format, (int)(args_end - args - 8 + 1), args + 8);
+    fclose(c);
+    snprintf(cmd, sizeof cmd, "%s dequant %s %s model.layers.0.mlp.experts.0.up_proj -o %s 2>&1",
+             tool(), cfg_path, st_path, npy_path);
+    char *out = NULL;
+    int rc = run(cmd, &out);
+    ck_assert_msg(rc == 0, "%s: %s", name, out);
+    free(out);
+    npy_array a;
+    char msg[256];
+    ck_assert_msg(npy_read(npy_path, &a, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_int_eq(a.dtype, MOEQ_DTYPE_F32);
+    moeq_checkpoint *ck = NULL;
+    moeq_error err;
+    ck_assert_ok(moeq_checkpoint_open(st_path, &ck, &err), &err);
+    moeq_tensor exp;
+    ck_assert_ok(moeq_checkpoint_find(ck, "expected", &exp), &err);
+    ck_assert_int_eq(a.ndim, 2);
+    ck_assert_int_eq(a.shape[0], exp.shape[0]);
+    ck_assert_int_eq(a.shape[1], exp.shape[1]);
+    size_t count = (size_t)(a.shape[0] * a.shape[1]);
+    const float *got = a.data;
+    for (size_t i = 0; i < count; i++) {
+        float want;
+        if (exp.dtype == MOEQ_DTYPE_BF16) {
+            uint32_t bits = (uint32_t)((const uint16_t *)exp.data)[i] << 16;
+            memcpy(&want, &bits, 4);
+        } else {
+            ck_assert_int_eq(exp.dtype, MOEQ_DTYPE_F32);
+            want = ((const float *)exp.data)[i];
+        }
+        /* float32 output vs CT's output dtype: equal once rounded to it. */
+        uint32_t gb;
+        memcpy(&gb, &got[i], 4);
+        if (to_bf16) {
+            uint32_t r = gb + 0x7FFFu + ((gb >> 16) & 1u);
+            gb = r & 0xFFFF0000u;
+        }
+        float g;
+        memcpy(&g, &gb, 4);
+        ck_assert_msg(g == want, "%s[%zu]: %g vs %g", name, i, (double)g, (double)want);
+    }
+    moeq_checkpoint_close(ck);
+    npy_free(&a);
+}
+END_TEST
+
+static Suite *cli_suite(void) {
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_exit_codes);
+    tcase_add_test(tc, test_plan_json_matches_library);
+    tcase_add_loop_test(tc, test_dequant_fixtures, 0, (int)(sizeof k_fixtures / sizeof k_fixtures[0]));
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MOEQ_TEST_MAIN(cli_suite)

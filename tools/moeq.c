@@ -116,7 +116,12 @@ char *cli_read_file(const char *path, size_t *len) {
 }
 
 void cli_print_error(const char *what, const moeq_error *err) {
-    fprintf(stderr, "moeq: %s: %s: %s\n", what, moeq_status_name(err->code), err->message);
+    /* Messages usually name the file or layer already. */
+    if (what && strncmp(err->message, what, strlen(what)) != 0) {
+        fprintf(stderr, "moeq: %s: %s: %s\n", what, moeq_status_name(err->code), err->message);
+    } else {
+        fprintf(stderr, "moeq: %s: %s\n", moeq_status_name(err->code), err->message);
+    }
 }
 
 void cli_glm_layer_lines(cli_buf *out, int moe_lines) {

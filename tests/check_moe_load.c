@@ -8,6 +8,8 @@
 #include "internal.h"
 #include "kernels.h"
 
+#include <unistd.h>
+
 #define E 4
 #define H 64
 #define I 32
@@ -403,6 +405,104 @@ START_TEST(test_out_of_memory) {
 }
 END_TEST
 
+static int32_t count_progress(uint64_t done, uint64_t total, void *user) {
+    int *calls = user;
+    (*calls)++;
+    ck_assert_uint_le(done, total);
+    return 0;
+}
+
+static int32_t stop_at_5(uint64_t done, uint64_t total, void *user) {
+    (void)total;
+    (void)user;
+    return done >= 5;
+}
+
+/* Writes the fixture's tensors (minus one, optionally) plus extra tensors to
+ * a safetensors file. */
+static void write_checkpoint(const char *path, int skip, const moeq_tensor *extra) {
+    static proj_tensors pts[E * 3];
+    moeq_tensor all[E * 9 + 2];
+    uint32_t n = 0;
+    for (int e = 0; e < E; e++) {
+        for (int p = 0; p < 3; p++) {
+            proj_tensors *pt = &pts[e * 3 + p];
+            make_proj(pt, e, k_proj[p]);
+            for (int k = 0; k < 3; k++) {
+                if ((int)n == skip) {
+                    skip = -2; /* skip this one only */
+                    continue;
+                }
+                all[n++] = pt->t[k];
+            }
+        }
+    }
+    if (extra) all[n++] = *extra;
+    moeq_error err;
+    ck_assert_ok(moeq_safetensors_write(path, all, n, NULL, &err), &err);
+}
+
+START_TEST(test_load_checkpoint) {
+    char dir[] = "/tmp/moeq_ckpt_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    moeq_error err;
+    moeq_checkpoint *ck = NULL;
+
+    /* complete: loads with progress, then finalizes */
+    write_checkpoint(path, -1, NULL);
+    ck_assert_ok(moeq_checkpoint_open(path, &ck, &err), &err);
+    fixture f;
+    make_layer(&f, NULL, 0);
+    int calls = 0;
+    ck_assert_ok(moeq_moe_load_checkpoint(f.layer, ck, NULL, count_progress, &calls, &err), &err);
+    ck_assert_int_eq(calls, E * 9);
+    ck_assert_ok(moeq_moe_finalize(f.layer, &err), &err);
+    free_fixture(&f);
+    /* the callback stops it */
+    make_layer(&f, NULL, 0);
+    moeq_status st = moeq_moe_load_checkpoint(f.layer, ck, "m.experts", stop_at_5, NULL, &err);
+    ck_assert_status(st, MOEQ_STATUS_STATE, &err);
+    ck_assert_ptr_nonnull(strstr(err.message, "after 5 of 36 tensors"));
+    free_fixture(&f);
+    /* a wrong prefix finds nothing */
+    make_layer(&f, NULL, 0);
+    st = moeq_moe_load_checkpoint(f.layer, ck, "model.layers.0.mlp.experts", NULL, NULL, &err);
+    ck_assert_status(st, MOEQ_STATUS_CHECKPOINT, &err);
+    ck_assert_ptr_nonnull(strstr(err.message, "has no tensor named"));
+    free_fixture(&f);
+    moeq_checkpoint_close(ck);
+
+    /* one tensor missing: named */
+    write_checkpoint(path, 13, NULL);
+    ck_assert_ok(moeq_checkpoint_open(path, &ck, &err), &err);
+    make_layer(&f, NULL, 0);
+    st = moeq_moe_load_checkpoint(f.layer, ck, NULL, NULL, NULL, &err);
+    ck_assert_status(st, MOEQ_STATUS_CHECKPOINT, &err);
+    ck_assert_ptr_nonnull(strstr(err.message, "1 tensor is missing"));
+    ck_assert_msg(strstr(err.message, "m.experts.1.up_proj.weight_scale"), "%s", err.message);
+    free_fixture(&f);
+    moeq_checkpoint_close(ck);
+
+    /* a stray tensor under the prefix: the file and tensor are named */
+    float junk[4] = {0};
+    moeq_tensor extra = {"m.experts.2.up_proj.weight_zero_point", MOEQ_DTYPE_F32, 1, {4}, junk, 16, NULL};
+    write_checkpoint(path, -1, &extra);
+    ck_assert_ok(moeq_checkpoint_open(path, &ck, &err), &err);
+    make_layer(&f, NULL, 0);
+    st = moeq_moe_load_checkpoint(f.layer, ck, NULL, NULL, NULL, &err);
+    ck_assert_status(st, MOEQ_STATUS_NO_MATCH, &err);
+    ck_assert_ptr_nonnull(strstr(err.message, "model.safetensors"));
+    ck_assert_ptr_nonnull(strstr(err.message, "\"weight_zero_point\" of up_proj"));
+    free_fixture(&f);
+    moeq_checkpoint_close(ck);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *moe_load_suite(void) {
     Suite *s = suite_create("moe_load");
     TCase *tc = tcase_create("core");
@@ -413,6 +513,7 @@ static Suite *moe_load_suite(void) {
     tcase_add_test(tc, test_expert_parallel_skips);
     tcase_add_test(tc, test_create_checks);
     tcase_add_test(tc, test_out_of_memory);
+    tcase_add_test(tc, test_load_checkpoint);
     suite_add_tcase(s, tc);
     return s;
 }

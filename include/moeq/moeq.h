@@ -775,6 +775,21 @@ MOEQ_API moeq_status moeq_moe_load(moeq_moe *layer, const moeq_tensor *tensor,
 MOEQ_API moeq_status moeq_moe_missing(const moeq_moe *layer, char **out_list,
                                       uint32_t *out_count, moeq_error *err);
 
+/* Progress reports for long loads: called after each tensor with the count
+ * done and the total; return 0 to go on, anything else to stop. */
+typedef int32_t (*moeq_progress_fn)(uint64_t done, uint64_t total, void *user_data);
+
+/* Loads every tensor of the checkpoint named "<prefix>.<e>.<proj>.<param>"
+ * (prefix NULL: the layer's own) through moeq_moe_load; experts this layer
+ * does not hold are skipped.  Fails on the first tensor the layer cannot
+ * take, and when anything required is still missing at the end (the message
+ * lists the first ones).
+ * @return OK, INVALID_ARG, CHECKPOINT, and the statuses of moeq_moe_load;
+ *         STATE when the callback stopped it or the layer is finalized. */
+MOEQ_API moeq_status moeq_moe_load_checkpoint(moeq_moe *layer, const moeq_checkpoint *ckpt,
+                                              const char *prefix, moeq_progress_fn progress,
+                                              void *user_data, moeq_error *err);
+
 /* process_weights_after_loading: checks that nothing required is missing,
  * validates values (finite scales, g_idx in range, ...), and converts the
  * loaded parameters into the layout the kernels use.  Afterwards the layer

@@ -75,13 +75,10 @@ static bool io_dtype(int32_t d) {
     return d == MOEQ_DTYPE_F32 || d == MOEQ_DTYPE_BF16 || d == MOEQ_DTYPE_F16;
 }
 
-moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
-                           int64_t tokens, int32_t top_k, const int32_t *topk_ids,
-                           const float *topk_weights, int32_t out_dtype, void *out,
-                           moeq_error *err) {
-    if (!l || !ctx) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s is NULL", !l ? "layer" : "ctx");
-    }
+/* Checks shared by moeq_moe_apply and moeq_moe_apply_reference. */
+static moeq_status check_apply(const moeq_moe *l, int32_t x_dtype, const void *x, int64_t tokens,
+                               int32_t top_k, const int32_t *topk_ids, const float *topk_weights,
+                               int32_t out_dtype, const void *out, moeq_error *err) {
     const char *name = l->prefix ? l->prefix : "MoE layer";
     if (!l->finalized) {
         return moeq__error(err, MOEQ_STATUS_STATE,
@@ -89,9 +86,8 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
     }
     if (!io_dtype(x_dtype) || !io_dtype(out_dtype)) {
         return moeq__error(err, MOEQ_STATUS_DTYPE,
-                           "%s: x dtype %s / out dtype %s; each must be "
-                           "F32, BF16 or F16",
-                           name, moeq_dtype_name(x_dtype), moeq_dtype_name(out_dtype));
+                           "%s: x dtype %s / out dtype %s; each must be F32, BF16 or F16", name,
+                           moeq_dtype_name(x_dtype), moeq_dtype_name(out_dtype));
     }
     if (tokens < 0 || tokens > (int64_t)INT32_MAX) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: tokens is %lld", name,
@@ -115,7 +111,7 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
                            : !topk_weights ? "topk_weights"
                                            : "out");
     }
-    if (out == x && out_dtype != x_dtype) {
+    if ((const void *)out == x && out_dtype != x_dtype) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
                            "%s: out aliases x but their dtypes differ", name);
     }
@@ -133,6 +129,19 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
                                (long long)(i / top_k), (int)(i % top_k));
         }
     }
+    return MOEQ_STATUS_OK;
+}
+
+moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
+                           int64_t tokens, int32_t top_k, const int32_t *topk_ids,
+                           const float *topk_weights, int32_t out_dtype, void *out,
+                           moeq_error *err) {
+    if (!l || !ctx) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s is NULL", !l ? "layer" : "ctx");
+    }
+    moeq_status st =
+        check_apply(l, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out, err);
+    if (st != MOEQ_STATUS_OK || tokens == 0) return st;
     moeq__apply_io io = {ctx, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out};
     return l->scheme->apply(l, &io, err);
 }
@@ -393,4 +402,148 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
     }
     moeq__from_f32_ref(io->out_dtype, xf, T * H, io->out);
     return MOEQ_STATUS_OK;
+}
+
+/* ---- the float64 reference ------------------------------------------------------------ */
+
+static double gated_act_f64(const moeq_moe_config *c, double g, double u) {
+    double lim = c->swiglu_limit;
+    switch (c->activation) {
+        case MOEQ_ACT_SILU:
+            if (lim > 0) {
+                g = fmin(g, lim);
+                u = fmin(fmax(u, -lim), lim);
+            }
+            return g / (1.0 + exp(-g)) * u;
+        case MOEQ_ACT_GELU: return 0.5 * g * (1.0 + erf(g * 0.70710678118654752)) * u;
+        case MOEQ_ACT_GELU_TANH:
+            return 0.5 * g * (1.0 + tanh(0.79788456080286536 * (g + 0.044715 * g * g * g))) * u;
+        default: {
+            double L = lim > 0 ? lim : 7.0;
+            g = fmin(g, L);
+            u = fmin(fmax(u, -L), L);
+            return g / (1.0 + exp(-(double)c->swiglu_alpha * g)) * (u + 1.0);
+        }
+    }
+}
+
+/* y[r] = sum_c a[c] * w[r, c] in double, w dequantized to floats. */
+static void matvec_f64(const float *w, size_t rows, size_t cols, const float *a, double *y) {
+    for (size_t r = 0; r < rows; r++) {
+        double acc = 0;
+        for (size_t c = 0; c < cols; c++) acc += (double)a[c] * (double)w[r * cols + c];
+        y[r] = acc;
+    }
+}
+
+moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const void *x,
+                                     int64_t tokens, int32_t top_k, const int32_t *topk_ids,
+                                     const float *topk_weights, double *out, moeq_error *err) {
+    if (!l) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "layer is NULL");
+    moeq_status st =
+        check_apply(l, x_dtype, x, tokens, top_k, topk_ids, topk_weights, MOEQ_DTYPE_F32, out, err);
+    if (st != MOEQ_STATUS_OK || tokens == 0) return st;
+    const moeq_moe_config *c = &l->cfg;
+    size_t T = (size_t)tokens, k = (size_t)top_k, H = (size_t)c->hidden_size,
+           I = (size_t)c->intermediate_size, pairs = T * k, maxK = H > I ? H : I;
+    float *xf = moeq__malloc(T * H * sizeof(float));
+    float *X = moeq__malloc(pairs * H * sizeof(float));
+    float *A = moeq__malloc(pairs * I * sizeof(float));
+    double *Y = moeq__malloc(pairs * H * sizeof(double));
+    double *row = moeq__malloc(2 * maxK * sizeof(double));
+    float *W[3] = {moeq__malloc(I * H * sizeof(float)), moeq__malloc(I * H * sizeof(float)),
+                   moeq__malloc(H * I * sizeof(float))};
+    void *codes = moeq__malloc(rows_bound_bytes(1, maxK));
+    float *scales = moeq__malloc((maxK + 2) * sizeof(float));
+    if (!xf || !X || !A || !Y || !row || !W[0] || !W[1] || !W[2] || !codes || !scales) {
+        st = moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory for the float64 reference");
+        goto done;
+    }
+    moeq__to_f32_ref(x_dtype, x, T * H, xf);
+    for (size_t p = 0; p < pairs; p++) {
+        float s = c->apply_router_weight_on_input ? topk_weights[p] : 1.0f;
+        for (size_t h = 0; h < H; h++) X[p * H + h] = xf[(p / k) * H + h] * s;
+    }
+    /* Dynamic per-tensor scales cover every row that reaches a projection. */
+    float ts1 = 1.0f;
+    {
+        float amax = 0;
+        for (size_t p = 0; p < pairs; p++) {
+            if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] < 0) continue;
+            for (size_t h = 0; h < H; h++) amax = fmaxf(amax, fabsf(X[p * H + h]));
+        }
+        if (l->act_kind == MOEQ__ACT_INT8_TENSOR) ts1 = fmaxf(amax, MOEQ__ACT_INT8_EPS) / 127.0f;
+        if (l->act_kind == MOEQ__ACT_FP8_TENSOR)
+            ts1 = fmaxf(amax, MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX;
+    }
+    for (int32_t e = 0; e < c->num_local_experts; e++) {
+        const moeq__proj *pg = &l->projs[e * 3], *pu = &l->projs[e * 3 + 1];
+        bool dequantized = false;
+        for (size_t p = 0; p < pairs; p++) {
+            if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] != e) continue;
+            if (!dequantized) {
+                moeq__dequant_ref(&pg->w, 0, I, W[0]);
+                moeq__dequant_ref(&pu->w, 0, I, W[1]);
+                dequantized = true;
+            }
+            float *xp = X + p * H;
+            act_quant_rows(l->act_kind, l->act_group, xp, 1, H, ts1, pg->act_scale, codes, scales);
+            matvec_f64(W[0], I, H, xp, row);
+            matvec_f64(W[1], I, H, xp, row + maxK);
+            for (size_t j = 0; j < I; j++) {
+                double g = row[j] + (pg->bias ? (double)pg->bias[j] : 0.0);
+                double u = row[maxK + j] + (pu->bias ? (double)pu->bias[j] : 0.0);
+                A[p * I + j] = (float)gated_act_f64(c, g, u);
+            }
+        }
+    }
+    float ts2 = 1.0f;
+    {
+        float amax = 0;
+        for (size_t p = 0; p < pairs; p++) {
+            if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] < 0) continue;
+            for (size_t j = 0; j < I; j++) amax = fmaxf(amax, fabsf(A[p * I + j]));
+        }
+        if (l->act_kind == MOEQ__ACT_INT8_TENSOR) ts2 = fmaxf(amax, MOEQ__ACT_INT8_EPS) / 127.0f;
+        if (l->act_kind == MOEQ__ACT_FP8_TENSOR)
+            ts2 = fmaxf(amax, MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX;
+    }
+    for (int32_t e = 0; e < c->num_local_experts; e++) {
+        const moeq__proj *pd = &l->projs[e * 3 + 2];
+        bool dequantized = false;
+        for (size_t p = 0; p < pairs; p++) {
+            if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] != e) continue;
+            if (!dequantized) {
+                moeq__dequant_ref(&pd->w, 0, H, W[2]);
+                dequantized = true;
+            }
+            float *ap = A + p * I;
+            act_quant_rows(l->act_kind, l->act_group, ap, 1, I, ts2, pd->act_scale, codes, scales);
+            matvec_f64(W[2], H, I, ap, Y + p * H);
+            if (pd->bias) {
+                for (size_t h = 0; h < H; h++) Y[p * H + h] += (double)pd->bias[h];
+            }
+        }
+    }
+    for (size_t t = 0; t < T; t++) {
+        double *o = out + t * H;
+        for (size_t h = 0; h < H; h++) o[h] = 0;
+        for (size_t j = 0; j < k; j++) {
+            size_t p = t * k + j;
+            if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] < 0) continue;
+            double w = c->apply_router_weight_on_input ? 1.0 : (double)topk_weights[p];
+            for (size_t h = 0; h < H; h++) o[h] += w * Y[p * H + h];
+        }
+        for (size_t h = 0; h < H; h++) o[h] *= (double)c->routed_scaling_factor;
+    }
+done:
+    moeq__free(xf);
+    moeq__free(X);
+    moeq__free(A);
+    moeq__free(Y);
+    moeq__free(row);
+    for (int i = 0; i < 3; i++) moeq__free(W[i]);
+    moeq__free(codes);
+    moeq__free(scales);
+    return st;
 }

@@ -824,6 +824,16 @@ MOEQ_API moeq_status moeq_moe_apply(const moeq_moe *layer, moeq_ctx *ctx, int32_
                                     const int32_t *topk_ids, const float *topk_weights,
                                     int32_t out_dtype, void *out, moeq_error *err);
 
+/* The same forward computed the slow, plain way, for checks: weights
+ * dequantized to float, activations quantized exactly as apply does (the
+ * quantized values are the same numbers), every sum in float64.  out is
+ * float64 [tokens, H].  Arguments as moeq_moe_apply.
+ * @return as moeq_moe_apply. */
+MOEQ_API moeq_status moeq_moe_apply_reference(const moeq_moe *layer, int32_t x_dtype,
+                                              const void *x, int64_t tokens, int32_t top_k,
+                                              const int32_t *topk_ids, const float *topk_weights,
+                                              double *out, moeq_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,465 @@
+/*
+ * cmd_run.c - `moeq run MODEL_DIR --layer PREFIX ...`: load one MoE layer of a
+ * checkpoint, route tokens the way the model's config.json says, run it, time
+ * it, optionally check it against the float64 reference.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "npy.h"
+
+static void run_usage(FILE *f) {
+    fprintf(f,
+            "usage: moeq run MODEL_DIR --layer PREFIX [--tokens T] [--input X.npy]\n"
+            "                [--router-logits R.npy | --topk-ids I.npy --topk-weights W.npy]\n"
+            "                [-o OUT.npy] [--threads N] [--check] [--seed S] [--repeat N]\n\n"
+            "Loads the MoE layer PREFIX (e.g. model.layers.3.mlp.experts) from MODEL_DIR\n"
+            "(config.json + safetensors), runs it on X ([T, H] float32; random when absent)\n"
+            "and writes OUT as float32 [T, H].  Routing follows config.json: num_experts /\n"
+            "n_routed_experts, num_experts_per_tok, norm_topk_prob, scoring_func, n_group,\n"
+            "topk_group, routed_scaling_factor and the e_score_correction_bias tensor; logits\n"
+            "come from R, else from the router weight <parent>.gate.weight, else are random.\n"
+            "Prints the time per token; --check prints the error against the float64\n"
+            "reference of the same math.\n");
+}
+
+/* ---- small helpers --------------------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double uniform01(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
+}
+static float normal(void) {
+    return (float)(sqrt(-2.0 * log(uniform01())) * cos(6.283185307179586 * uniform01()));
+}
+
+static double model_number(const moeq_config *cfg, const char *const *keys, double fallback,
+                           int *found) {
+    double v;
+    for (const char *const *k = keys; *k; k++) {
+        if (moeq_config_model_number(cfg, *k, &v) == MOEQ_OK) {
+            if (found) *found = 1;
+            return v;
+        }
+    }
+    if (found) *found = 0;
+    return fallback;
+}
+
+static int progress_bar(uint64_t done, uint64_t total, void *user) {
+    (void)user;
+    if (done == total || done % 64 == 0) {
+        int width = 40, fill = (int)((double)done / (double)total * width);
+        fprintf(stderr, "\rloading [%.*s%*s] %llu/%llu tensors", fill,
+                "########################################", width - fill, "",
+                (unsigned long long)done, (unsigned long long)total);
+        if (done == total) fputc('\n', stderr);
+    }
+    return 0;
+}
+
+static int32_t progress_cb(uint64_t done, uint64_t total, void *user) {
+    return progress_bar(done, total, user);
+}
+
+static int read_npy(const char *path, int32_t want, int64_t d0, int64_t d1, npy_array *a,
+                    const char *what) {
+    char msg[512];
+    if (npy_read(path, a, msg, sizeof msg) != 0) {
+        fprintf(stderr, "moeq: %s\n", msg);
+        return -1;
+    }
+    if (a->dtype != want || a->ndim != 2 || (d0 >= 0 && a->shape[0] != d0) ||
+        (d1 >= 0 && a->shape[1] != d1)) {
+        fprintf(stderr, "moeq: %s: %s must be %s [%lld, %lld]\n", path, what, moeq_dtype_name(want),
+                (long long)d0, (long long)d1);
+        npy_free(a);
+        return -1;
+    }
+    return 0;
+}
+
+/* The projection names the checkpoint uses for PREFIX, and the expert count. */
+static int scan_experts(const moeq_checkpoint *ck, const char *prefix, const char **proj,
+                        int32_t *count) {
+    size_t plen = strlen(prefix);
+    int32_t max_id = -1;
+    int w_style = 0, hf_style = 0;
+    uint64_t n = moeq_checkpoint_tensor_count(ck);
+    for (uint64_t i = 0; i < n; i++) {
+        moeq_tensor t;
+        moeq_checkpoint_tensor(ck, i, &t);
+        if (strncmp(t.name, prefix, plen) != 0 || t.name[plen] != '.') continue;
+        const char *p = t.name + plen + 1;
+        char *end;
+        long id = strtol(p, &end, 10);
+        if (end == p || *end != '.') continue;
+        if (id > max_id) max_id = (int32_t)id;
+        if (strncmp(end + 1, "gate_proj.", 10) == 0) hf_style = 1;
+        if (strncmp(end + 1, "w1.", 3) == 0) w_style = 1;
+    }
+    static const char *const hf[3] = {"gate_proj", "up_proj", "down_proj"};
+    static const char *const mixtral[3] = {"w1", "w3", "w2"};
+    const char *const *use = w_style && !hf_style ? mixtral : hf;
+    for (int i = 0; i < 3; i++) proj[i] = use[i];
+    *count = max_id + 1;
+    return max_id >= 0 ? 0 : -1;
+}
+
+/* logits[t, e] = x[t] . W[e] with the dense router weight [E, H]. */
+static int router_logits(const moeq_checkpoint *ck, const char *parent, const float *x, int64_t T,
+                         int32_t E, int32_t H, float *logits) {
+    char name[600];
+    snprintf(name, sizeof name, "%s.gate.weight", parent);
+    moeq_tensor w;
+    if (moeq_checkpoint_find(ck, name, &w) != MOEQ_OK) return 0;
+    if (w.ndim != 2 || w.shape[0] != E || w.shape[1] != H ||
+        (w.dtype != MOEQ_DTYPE_F32 && w.dtype != MOEQ_DTYPE_BF16 && w.dtype != MOEQ_DTYPE_F16)) {
+        fprintf(stderr, "moeq: %s is %s with %d dims; expected a float [%d, %d] router weight\n", name,
+                moeq_dtype_name(w.dtype), (int)w.ndim, (int)E, (int)H);
+        return -1;
+    }
+    /* Dequantize the router through the public API: a dense module. */
+    float *wf = malloc((size_t)E * (size_t)H * sizeof(float));
+    if (!wf) return -1;
+    moeq_error err;
+    int64_t shape[2];
+    moeq_tensor t = w;
+    t.name = "weight";
+    if (moeq_dequantize(NULL, MOEQ_FORMAT_DENSE, 0, name, &t, 1, MOEQ_DTYPE_F32, wf,
+                        (uint64_t)E * (uint64_t)H * 4u, shape, &err) != MOEQ_OK) {
+        cli_print_error(name, &err);
+        free(wf);
+        return -1;
+    }
+    for (int64_t i = 0; i < T; i++) {
+        for (int32_t e = 0; e < E; e++) {
+            double acc = 0;
+            for (int32_t h = 0; h < H; h++) {
+                acc += (double)x[i * H + h] * (double)wf[(size_t)e * (size_t)H + (size_t)h];
+            }
+            logits[i * E + e] = (float)acc;
+        }
+    }
+    free(wf);
+    return 1;
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *dir = NULL, *layer = NULL, *in_path = NULL, *logits_path = NULL, *ids_path = NULL,
+               *w_path = NULL, *out_path = NULL;
+    long tokens = 4, threads = sysconf(_SC_NPROCESSORS_ONLN), repeat = 0;
+    unsigned long seed = 1;
+    int check = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            run_usage(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--layer") && has) {
+            layer = argv[++i];
+        } else if (!strcmp(a, "--tokens") && has) {
+            tokens = strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(a, "--input") && has) {
+            in_path = argv[++i];
+        } else if (!strcmp(a, "--router-logits") && has) {
+            logits_path = argv[++i];
+        } else if (!strcmp(a, "--topk-ids") && has) {
+            ids_path = argv[++i];
+        } else if (!strcmp(a, "--topk-weights") && has) {
+            w_path = argv[++i];
+        } else if (!strcmp(a, "-o") && has) {
+            out_path = argv[++i];
+        } else if (!strcmp(a, "--threads") && has) {
+            threads = strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(a, "--repeat") && has) {
+            repeat = strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(a, "--seed") && has) {
+            seed = strtoul(argv[++i], NULL, 10);
+        } else if (!strcmp(a, "--check")) {
+            check = 1;
+        } else if (a[0] == '-' || dir) {
+            fprintf(stderr, "moeq run: unexpected argument '%s'\n\n", a);
+            run_usage(stderr);
+            return CLI_USAGE;
+        } else {
+            dir = a;
+        }
+    }
+    if (!dir || !layer || tokens < 1 || tokens > 1000000 || threads < 1 || threads > 256 ||
+        repeat < 0 || (!!ids_path != !!w_path) || (logits_path && ids_path)) {
+        run_usage(stderr);
+        return CLI_USAGE;
+    }
+    rng_state ^= (uint64_t)seed * 0xD1B54A32D192ED03ull;
+
+    int rc = CLI_FAILED;
+    moeq_error err;
+    moeq_config *cfg = NULL;
+    moeq_checkpoint *ck = NULL;
+    moeq_moe *moe = NULL;
+    moeq_ctx *ctx = NULL;
+    npy_array xin = {0}, rl = {0}, ids_in = {0}, w_in = {0};
+    float *x = NULL, *logits = NULL, *weights = NULL, *out = NULL;
+    int32_t *ids = NULL;
+    double *ref = NULL;
+    if (moeq_config_load(dir, NULL, &cfg, &err) != MOEQ_OK) {
+        cli_print_error(dir, &err);
+        return CLI_USAGE;
+    }
+    if (moeq_checkpoint_open(dir, &ck, &err) != MOEQ_OK) {
+        cli_print_error(dir, &err);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    const char *proj[3];
+    int32_t found_experts = 0;
+    if (scan_experts(ck, layer, proj, &found_experts) != 0) {
+        fprintf(stderr, "moeq: %s: no tensor named %s.<expert>.<proj>.* in %s\n", layer, layer, dir);
+        goto done;
+    }
+    static const char *const k_experts[] = {"num_experts", "n_routed_experts", "num_local_experts",
+                                            NULL};
+    static const char *const k_topk[] = {"num_experts_per_tok", "moe_topk", NULL};
+    static const char *const k_hidden[] = {"hidden_size", NULL};
+    static const char *const k_inter[] = {"moe_intermediate_size", "intermediate_size", NULL};
+    static const char *const k_norm[] = {"norm_topk_prob", NULL};
+    static const char *const k_ngroup[] = {"n_group", NULL};
+    static const char *const k_topkg[] = {"topk_group", NULL};
+    static const char *const k_rsf[] = {"routed_scaling_factor", NULL};
+    int has_e = 0, has_k = 0, has_h = 0, has_i = 0;
+    int32_t E = (int32_t)model_number(cfg, k_experts, found_experts, &has_e);
+    int32_t top_k = (int32_t)model_number(cfg, k_topk, 0, &has_k);
+    int32_t H = (int32_t)model_number(cfg, k_hidden, 0, &has_h);
+    int32_t I = (int32_t)model_number(cfg, k_inter, 0, &has_i);
+    if (!has_h || !has_i || (!has_k && !ids_path)) {
+        fprintf(stderr, "moeq: %s/config.json lacks hidden_size, moe_intermediate_size or "
+                        "num_experts_per_tok\n", dir);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    if (E != found_experts) {
+        fprintf(stderr, "moeq: warning: config.json says %d experts, the checkpoint holds %d for %s\n",
+                (int)E, (int)found_experts, layer);
+    }
+
+    moeq_resolution res;
+    moeq_selection sel;
+    if (moeq_resolve_moe(cfg, layer, (uint32_t)E, proj, NULL, &res, &err) != MOEQ_OK ||
+        moeq_select(&res, layer, NULL, &sel, &err) != MOEQ_OK) {
+        cli_print_error(layer, &err);
+        goto done;
+    }
+    const char *act = moeq_config_model_string(cfg, "hidden_act");
+    const char *dtype = moeq_config_model_string(cfg, "torch_dtype");
+    moeq_moe_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.scheme = sel.scheme;
+    mc.weights = res.weights;
+    mc.input_activations = res.input_activations;
+    mc.format = res.format;
+    mc.dequant_flags = moeq_config_dequant_flags(cfg);
+    mc.prefix = layer;
+    mc.proj_names = proj;
+    mc.num_experts = E;
+    mc.hidden_size = H;
+    mc.intermediate_size = I;
+    mc.activation = act && !strcmp(act, "gelu")                                            ? MOEQ_ACT_GELU
+                    : act && (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new")) ? MOEQ_ACT_GELU_TANH
+                                                                                           : MOEQ_ACT_SILU;
+    mc.params_dtype = dtype && !strcmp(dtype, "float32")   ? MOEQ_DTYPE_F32
+                      : dtype && !strcmp(dtype, "float16") ? MOEQ_DTYPE_F16
+                                                           : MOEQ_DTYPE_BF16;
+    double t0 = now_s();
+    if (moeq_moe_create(&mc, &moe, &err) != MOEQ_OK ||
+        moeq_moe_load_checkpoint(moe, ck, layer, isatty(2) ? progress_cb : NULL, NULL, &err) !=
+            MOEQ_OK ||
+        moeq_moe_finalize(moe, &err) != MOEQ_OK) {
+        cli_print_error(layer, &err);
+        goto done;
+    }
+    double load_s = now_s() - t0;
+    printf("%s: %s, %d experts, hidden %d, intermediate %d, loaded in %.2f s\n", layer,
+           moeq_scheme_name(sel.scheme), (int)E, (int)H, (int)I, load_s);
+
+    /* input */
+    int64_t T = tokens;
+    if (in_path) {
+        if (read_npy(in_path, MOEQ_DTYPE_F32, -1, H, &xin, "the input") != 0) goto done;
+        T = xin.shape[0];
+        x = xin.data;
+    } else {
+        x = malloc((size_t)T * (size_t)H * sizeof(float));
+        if (!x) goto done;
+        for (int64_t i = 0; i < T * H; i++) x[i] = normal();
+    }
+    /* routing */
+    if (ids_path) {
+        if (read_npy(ids_path, MOEQ_DTYPE_I32, T, -1, &ids_in, "topk ids") != 0 ||
+            read_npy(w_path, MOEQ_DTYPE_F32, T, ids_in.shape[1], &w_in, "topk weights") != 0) {
+            goto done;
+        }
+        top_k = (int32_t)ids_in.shape[1];
+        ids = ids_in.data;
+        weights = w_in.data;
+    } else {
+        logits = malloc((size_t)T * (size_t)E * sizeof(float));
+        ids = malloc((size_t)T * (size_t)top_k * sizeof(int32_t));
+        weights = malloc((size_t)T * (size_t)top_k * sizeof(float));
+        if (!logits || !ids || !weights) goto done;
+        const char *source = "random";
+        char parent[512];
+        snprintf(parent, sizeof parent, "%s", layer);
+        char *dot = strrchr(parent, '.');
+        if (dot) *dot = '\0';
+        if (logits_path) {
+            if (read_npy(logits_path, MOEQ_DTYPE_F32, T, E, &rl, "router logits") != 0) goto done;
+            memcpy(logits, rl.data, (size_t)T * (size_t)E * sizeof(float));
+            source = logits_path;
+        } else {
+            int r = router_logits(ck, parent, x, T, E, H, logits);
+            if (r < 0) goto done;
+            if (r > 0) {
+                source = "the router weight";
+            } else {
+                for (int64_t i = 0; i < T * E; i++) logits[i] = normal();
+            }
+        }
+        const char *scoring = moeq_config_model_string(cfg, "scoring_func");
+        moeq_route_config rc_route;
+        memset(&rc_route, 0, sizeof rc_route);
+        rc_route.num_experts = E;
+        rc_route.top_k = top_k;
+        rc_route.scoring = scoring && !strcmp(scoring, "sigmoid") ? MOEQ_SCORING_SIGMOID
+                                                                  : MOEQ_SCORING_SOFTMAX;
+        rc_route.renormalize = (int32_t)model_number(cfg, k_norm, 1, NULL) != 0;
+        rc_route.num_expert_group = (int32_t)model_number(cfg, k_ngroup, 0, NULL);
+        rc_route.topk_group = (int32_t)model_number(cfg, k_topkg, 0, NULL);
+        rc_route.routed_scaling_factor = (float)model_number(cfg, k_rsf, 1, NULL);
+        if (rc_route.num_expert_group <= 1) rc_route.num_expert_group = rc_route.topk_group = 0;
+        char bias_name[600];
+        snprintf(bias_name, sizeof bias_name, "%s.gate.e_score_correction_bias", parent);
+        moeq_tensor bias;
+        float *bias_f = NULL;
+        if (moeq_checkpoint_find(ck, bias_name, &bias) == MOEQ_OK) {
+            int64_t shape[2];
+            moeq_tensor bt = bias;
+            bt.name = "weight";
+            bt.ndim = 2;
+            bt.shape[0] = 1;
+            bt.shape[1] = bias.ndim == 1 ? bias.shape[0] : -1;
+            bias_f = malloc((size_t)E * sizeof(float));
+            if (!bias_f || bt.shape[1] != E ||
+                moeq_dequantize(NULL, MOEQ_FORMAT_DENSE, 0, bias_name, &bt, 1, MOEQ_DTYPE_F32,
+                                bias_f, (uint64_t)E * 4u, shape, &err) != MOEQ_OK) {
+                fprintf(stderr, "moeq: %s is not a float [%d] vector\n", bias_name, (int)E);
+                free(bias_f);
+                goto done;
+            }
+            rc_route.correction_bias = bias_f;
+        }
+        moeq_status st = moeq_route(&rc_route, logits, T, ids, weights, &err);
+        free(bias_f);
+        if (st != MOEQ_OK) {
+            cli_print_error("routing", &err);
+            goto done;
+        }
+        printf("routing: %s logits, %s, top-%d%s%s\n", source,
+               rc_route.scoring ? "sigmoid" : "softmax", (int)top_k,
+               rc_route.renormalize ? ", renormalized" : "",
+               rc_route.correction_bias ? ", correction bias" : "");
+    }
+
+    /* run and time */
+    moeq_ctx_options co = {(int32_t)threads, 0};
+    if (moeq_ctx_create(&co, &ctx, &err) != MOEQ_OK) {
+        cli_print_error("context", &err);
+        goto done;
+    }
+    out = malloc((size_t)T * (size_t)H * sizeof(float));
+    if (!out) goto done;
+    double best = INFINITY, total = 0;
+    int runs = 0;
+    for (;;) {
+        double a = now_s();
+        if (moeq_moe_apply(moe, ctx, MOEQ_DTYPE_F32, x, T, top_k, ids, weights, MOEQ_DTYPE_F32, out,
+                           &err) != MOEQ_OK) {
+            cli_print_error(layer, &err);
+            goto done;
+        }
+        double dt = now_s() - a;
+        if (runs > 0 || repeat == 1) { /* the first run warms caches */
+            best = fmin(best, dt);
+            total += dt;
+        }
+        runs++;
+        if (repeat ? runs >= repeat + (repeat > 1) : (runs >= 3 && total > 0.5) || runs >= 50) break;
+    }
+    int timed = repeat == 1 ? 1 : runs - 1;
+    printf("apply: %lld tokens, %ld threads: %.3f ms per call (best of %d), %.3f ms per token\n",
+           (long long)T, threads, best * 1e3, timed, best * 1e3 / (double)T);
+    if (out_path) {
+        int64_t shape[2] = {T, H};
+        char msg[512];
+        if (npy_write(out_path, MOEQ_DTYPE_F32, 2, shape, out, msg, sizeof msg) != 0) {
+            fprintf(stderr, "moeq: %s\n", msg);
+            goto done;
+        }
+        printf("wrote %s (float32 [%lld, %d])\n", out_path, (long long)T, (int)H);
+    }
+    if (check) {
+        ref = malloc((size_t)T * (size_t)H * sizeof(double));
+        if (!ref) goto done;
+        if (moeq_moe_apply_reference(moe, MOEQ_DTYPE_F32, x, T, top_k, ids, weights, ref, &err) !=
+            MOEQ_OK) {
+            cli_print_error(layer, &err);
+            goto done;
+        }
+        double max_err = 0, max_ref = 0, se = 0, sr = 0;
+        for (int64_t i = 0; i < T * H; i++) {
+            double d = fabs((double)out[i] - ref[i]);
+            max_err = fmax(max_err, d);
+            max_ref = fmax(max_ref, fabs(ref[i]));
+            se += d * d;
+            sr += ref[i] * ref[i];
+        }
+        printf("check against the float64 reference: max abs error %.3g (max |ref| %.3g, "
+               "relative %.3g), rms relative %.3g\n",
+               max_err, max_ref, max_ref > 0 ? max_err / max_ref : 0.0,
+               sr > 0 ? sqrt(se / sr) : 0.0);
+    }
+    rc = CLI_OK;
+done:
+    if (!in_path) free(x);
+    npy_free(&xin);
+    npy_free(&rl);
+    npy_free(&ids_in);
+    npy_free(&w_in);
+    if (!ids_path) {
+        free(ids);
+        free(weights);
+    }
+    free(logits);
+    free(out);
+    free(ref);
+    moeq_ctx_destroy(ctx);
+    moeq_moe_destroy(moe);
+    moeq_checkpoint_close(ck);
+    moeq_config_destroy(cfg);
+    return rc;
+}

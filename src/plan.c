@@ -364,6 +364,7 @@ static void json_tail(const moeq__plan_json *pj, const moeq__plan_row *ln, moeq_
     if (ln->warning) moeq__sb_json_string(sb, ln->warning);
     moeq__sb_puts(sb, "],\"error\":");
     json_or_null(sb, ln->error != NULL, ln->error);
+    if (moe) moeq__sb_printf(sb, ",\"experts\":%u", ln->num_experts);
     moeq__sb_putc(sb, '}');
 }
 
@@ -375,7 +376,8 @@ static const char *cached_tail(moeq__plan_json *pj, const moeq__plan_row *ln, si
     for (uint32_t i = 0; i < pj->n_cache; i++) {
         if (pj->cache[i].kind == ln->kind && pj->cache[i].status == r->status &&
             pj->cache[i].group == r->group_index && pj->cache[i].ignore == r->ignore_index &&
-            pj->cache[i].scheme == ln->scheme && pj->cache[i].target == r->target) {
+            pj->cache[i].scheme == ln->scheme && pj->cache[i].target == r->target &&
+            pj->cache[i].experts == ln->num_experts) {
             *len = pj->cache[i].len;
             return pj->cache[i].text;
         }
@@ -394,6 +396,7 @@ static const char *cached_tail(moeq__plan_json *pj, const moeq__plan_row *ln, si
     pj->cache[k].ignore = r->ignore_index;
     pj->cache[k].scheme = ln->scheme;
     pj->cache[k].target = r->target;
+    pj->cache[k].experts = ln->num_experts;
     pj->cache[k].text = text;
     pj->cache[k].len = n;
     *len = n;

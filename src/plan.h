@@ -50,6 +50,7 @@ typedef struct moeq__plan_json {
     char *const *input_json;
     struct {
         int32_t kind, status, group, ignore, scheme;
+        uint32_t experts;
         const char *target;
         char *text;
         size_t len;
@@ -64,7 +65,8 @@ void moeq__plan_args_json_free(const moeq_config *cfg, char **weights, char **in
 
 /* Appends "\n{...}" (first) or ",\n{...}": the row as one JSON object with
  * keys layer, kind, status, group, target, format, scheme, weights,
- * input_activations, warnings, error.  Failures are recorded in sb. */
+ * input_activations, warnings, error, and for MoE rows experts.  Failures
+ * are recorded in sb. */
 void moeq__plan_json_row(moeq__plan_json *pj, const moeq__plan_row *row, bool first, moeq__sb *sb);
 void moeq__plan_json_free(moeq__plan_json *pj);
 

@@ -38,5 +38,6 @@ void cli_glm_layer_lines(cli_buf *out, int moe_lines);
 
 int cmd_plan(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const struct {
 } k_commands[] = {
     {"demo", cmd_demo, "show moeq on a bundled real config (no arguments needed)"},
     {"plan", cmd_plan, "which group, args, format and scheme apply to each layer, and why"},
+    {"inspect", cmd_inspect, "plan a model directory's modules and account for every tensor"},
 };
 
 static void usage(FILE *f) {

@@ -253,10 +253,10 @@ static const char *param_of(const char *name) {
 }
 
 static moeq_status collect_modules(inspect *in) {
-    uint32_t cap = 16;
-    while (cap < 2u * in->n_tensors + 1u) cap *= 2u;
-    in->mod_mask = cap - 1u;
-    in->mod_slots = moeq__calloc(cap, sizeof *in->mod_slots);
+    uint64_t cap = 16; /* at most 2^32 (n <= 2^30): a 32-bit hash indexes it */
+    while (cap < 2u * (uint64_t)in->n_tensors + 1u) cap *= 2u;
+    in->mod_mask = (uint32_t)(cap - 1u);
+    in->mod_slots = moeq__calloc((size_t)cap, sizeof *in->mod_slots);
     in->mod_of = moeq__malloc(sizeof *in->mod_of * (in->n_tensors ? in->n_tensors : 1u));
     in->members = moeq__malloc(sizeof *in->members * (in->n_tensors ? in->n_tensors : 1u));
     /* Modules first point into the tensor names; the arena copies them below. */
@@ -729,7 +729,7 @@ static void why_unconsumed(const acct *a, int32_t p, char *buf, size_t n) {
     if (p < MOEQ__CT_WEIGHT_PARAM_COUNT) {
         const moeq_quant_args *w = r->weights;
         moeq__ct_params_text(a->w.required | a->w.optional, have, sizeof have);
-        if (p == MOEQ__CT_WEIGHT_ZERO_POINT && w->symmetric) {
+        if (p == MOEQ__CT_WEIGHT_ZERO_POINT && w && w->symmetric) {
             snprintf(buf, n, "%s are symmetric: nothing reads a zero point", a->where);
         } else if (p == MOEQ__CT_WEIGHT && (a->w.required & MOEQ__CT_BIT(MOEQ__CT_WEIGHT_PACKED))) {
             snprintf(buf, n, "%s store the weight as weight_packed: nothing reads weight", a->where);
@@ -1268,10 +1268,10 @@ moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ck
         }
     }
     uint64_t n = moeq_checkpoint_tensor_count(ckpt);
-    if (n > UINT32_MAX / 4u) {
+    if (n > (1u << 30)) { /* the module hash table has 2n slots of 32 bits */
         return moeq__error(err, MOEQ_STATUS_LIMIT,
-                           "the checkpoint has %llu tensors; moeq inspect handles up to %u",
-                           (unsigned long long)n, UINT32_MAX / 4u);
+                           "the checkpoint has %llu tensors; moeq inspect handles up to 2^30",
+                           (unsigned long long)n);
     }
     inspect in;
     memset(&in, 0, sizeof in);

@@ -746,6 +746,29 @@ START_TEST(test_module_error) {
 }
 END_TEST
 
+/* A format moeq cannot read: the layer cannot be planned and no expert's
+ * tensors can be accounted; each says so. */
+START_TEST(test_unreadable_format) {
+    model m;
+    build_clean(&m);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", clean_config());
+    char *f = strstr(buf, "\"format\":\"pack-quantized\"");
+    ck_assert_ptr_nonnull(f);
+    memmove(f, f + 25, strlen(f + 25) + 1);
+    insert_after(buf, sizeof buf, "\"group_size\":32},", "\"format\":\"marlin-24\"");
+    result r = run(&m, buf);
+    assert_counts(&r, 0, 0, (uint64_t)(L + L * E * 3));
+    ck_assert_ptr_nonnull(strstr(r.text, "\n  model.layers.0.mlp.experts.1.up_proj: UNSUPPORTED: "
+                                         "model.layers.0.mlp.experts.1.up_proj: format 'marlin-24' "
+                                         "(8) cannot be dequantized"));
+    ck_assert_ptr_nonnull(strstr(r.text, "; its 3 tensors are not accounted\n"));
+    assert_row(r.text, "model.layers.0.mlp.experts", "(4 experts) moe error");
+    result_free(&r);
+    model_free(&m);
+}
+END_TEST
+
 START_TEST(test_kv_legacy_and_q_scale) {
     make_configs();
     model m;
@@ -1043,6 +1066,7 @@ Suite *inspect_suite(void) {
     tcase_add_loop_test(tc, test_defect, 0, (int)(sizeof k_defects / sizeof k_defects[0]));
     tcase_add_loop_test(tc, test_module_error, 0, (int)(sizeof k_errors / sizeof k_errors[0]));
     tcase_add_test(tc, test_kv_legacy_and_q_scale);
+    tcase_add_test(tc, test_unreadable_format);
     tcase_add_test(tc, test_nvfp4);
     tcase_add_test(tc, test_mixtral_names_and_kinds);
     tcase_add_test(tc, test_experts_disagree);

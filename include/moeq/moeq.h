@@ -581,8 +581,8 @@ typedef struct moeq_inspect_summary {
  *   args, the activation extras of static input/output args (input_scale,
  *   + input_zero_point when asymmetric; input_global_scale for NVFP4 "local"
  *   inputs) and an optional bias;
- * - any other module expects weight (required for LINEAR and expert modules)
- *   and an optional bias;
+ * - any other module expects weight (required for LINEAR and expert modules
+ *   and for modules with a bias) and an optional bias;
  * - every module may also hold e_score_correction_bias, expert_bias, sinks,
  *   inv_freq, A_log, dt_bias and D (routers, attention sinks, rotary buffers,
  *   state-space layers);
@@ -606,8 +606,12 @@ typedef struct moeq_inspect_summary {
  * {module, status, message}) and "summary" (the counts of
  * moeq_inspect_summary, same names).
  * `summary` may be NULL.  Thread-safe on a shared config and checkpoint.
+ * Limits: a module with no tensor at all is invisible (a checkpoint that lacks
+ * every tensor of a layer shows nothing missing), except expert projections,
+ * whose ids 0..max are known from their siblings.
  * @return OK (also when tensors are unconsumed or missing: see the summary),
- *         INVALID_ARG, LIMIT (more than 2^32 - 1 tensors), NOMEM.
+ *         INVALID_ARG, STATE (config without a matcher), LIMIT (more than
+ *         2^30 tensors), NOMEM.
  * OUT *out_text: free with moeq_free. */
 MOEQ_API moeq_status moeq_inspect(const moeq_config *cfg, const moeq_checkpoint *ckpt,
                                   const moeq_inspect_options *opts, char **out_text,

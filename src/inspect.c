@@ -1088,6 +1088,10 @@ static int cmp_issues(const void *a, const void *b) {
     return c ? c : strcmp(x->text, y->text);
 }
 
+static void sort_list(issue_list *l) {
+    if (l->n > 1) qsort(l->v, l->n, sizeof *l->v, cmp_issues); /* v is NULL while empty */
+}
+
 /* ---- output ---------------------------------------------------------------------- */
 
 static moeq_status flush(inspect *in, moeq__sb *sb, moeq_write_fn write, void *user) {
@@ -1291,9 +1295,9 @@ moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ck
     if (st == MOEQ_STATUS_OK) st = plan_rows(&in);
     if (st == MOEQ_STATUS_OK) st = account(&in);
     if (st == MOEQ_STATUS_OK) {
-        qsort(in.unconsumed.v, in.unconsumed.n, sizeof *in.unconsumed.v, cmp_issues);
-        qsort(in.missing.v, in.missing.n, sizeof *in.missing.v, cmp_issues);
-        qsort(in.errors.v, in.errors.n, sizeof *in.errors.v, cmp_issues);
+        sort_list(&in.unconsumed);
+        sort_list(&in.missing);
+        sort_list(&in.errors);
         in.sum.modules = in.n_mods;
         in.sum.moe_layers = in.n_layers;
         in.sum.unconsumed = in.unconsumed.n;

@@ -24,11 +24,22 @@
 #include <stdio.h>
 #include <string.h>
 
-enum param { P_WEIGHT, P_PACKED, P_SCALE, P_ZP, P_GIDX, P_SHAPE, P_GLOBAL, P_COUNT };
+/* The weight parameters, by their place in the shared table (dequant.h). */
+enum param {
+    P_WEIGHT = MOEQ__CT_WEIGHT,
+    P_PACKED = MOEQ__CT_WEIGHT_PACKED,
+    P_SCALE = MOEQ__CT_WEIGHT_SCALE,
+    P_ZP = MOEQ__CT_WEIGHT_ZERO_POINT,
+    P_GIDX = MOEQ__CT_WEIGHT_G_IDX,
+    P_SHAPE = MOEQ__CT_WEIGHT_SHAPE,
+    P_GLOBAL = MOEQ__CT_WEIGHT_GLOBAL_SCALE,
+    P_COUNT = MOEQ__CT_WEIGHT_PARAM_COUNT
+};
 
-static const char *const param_names[P_COUNT] = {
-    "weight",       "weight_packed", "weight_scale",        "weight_zero_point",
-    "weight_g_idx", "weight_shape",  "weight_global_scale",
+static const char *const param_names[MOEQ__CT_PARAM_COUNT] = {
+#define MOEQ_X_(name, text) text,
+    MOEQ__CT_PARAM_MAP(MOEQ_X_)
+#undef MOEQ_X_
 };
 
 /* Everything one call works on.  Owned buffers are freed by dq_free. */
@@ -135,13 +146,6 @@ static moeq_status collect(dq *d, const moeq_tensor *tensors, uint32_t n) {
         if (st != MOEQ_STATUS_OK) return st;
     }
     return MOEQ_STATUS_OK;
-}
-
-/* A tensor the format cannot do without. */
-static moeq_status need(dq *d, int p, const char *needs) {
-    if (d->t[p]) return MOEQ_STATUS_OK;
-    return moeq__error(d->err, MOEQ_STATUS_CHECKPOINT, "%s%s%s: missing; %s weights need %s",
-                       TN(d, p), moeq_format_name(d->format), needs);
 }
 
 /* dtype in a MOEQ_DTYPE_INVALID-terminated list; `expected` says it in words. */
@@ -386,8 +390,6 @@ static void layout_why(const dq *d, size_t n, int bits, bool dim0, size_t other,
 /* Asymmetric integer zero points.  `packed_ok`: pack-quantized group/channel,
  * where CT >= 0.9.4 packs them along dim 0 into I32. */
 static moeq_status load_int_zero_point(dq *d, const moeq__grid *g, bool packed_ok, int bits) {
-    const moeq_status st = need(d, P_ZP, "weight_zero_point when asymmetric");
-    if (st != MOEQ_STATUS_OK) return st;
     const moeq_tensor *t = d->t[P_ZP];
     const size_t n = g->rows * g->cols;
     d->zp = moeq__malloc(n * sizeof *d->zp + 1);
@@ -423,8 +425,7 @@ static moeq_status load_int_zero_point(dq *d, const moeq__grid *g, bool packed_o
 
 /* weight_scale for int and FP8 weights: float dtype on the grid. */
 static moeq_status load_float_scale(dq *d, const moeq__grid *g) {
-    moeq_status st = need(d, P_SCALE, "weight_scale");
-    if (st == MOEQ_STATUS_OK) st = expect_dtype(d, P_SCALE, float_scale_dtypes, FLOAT_SCALE_TEXT);
+    moeq_status st = expect_dtype(d, P_SCALE, float_scale_dtypes, FLOAT_SCALE_TEXT);
     if (st == MOEQ_STATUS_OK) st = expect_grid_shape(d, P_SCALE, g);
     if (st == MOEQ_STATUS_OK) st = decode_scale(d, g);
     return st;
@@ -438,11 +439,9 @@ static bool int_strategy(int32_t s) {
 }
 
 static moeq_status prepare_dense(dq *d) {
-    moeq_status st = need(d, P_WEIGHT, "weight");
-    if (st != MOEQ_STATUS_OK) return st;
     static const int32_t ok[] = {MOEQ_DTYPE_F32, MOEQ_DTYPE_F16, MOEQ_DTYPE_BF16, MOEQ_DTYPE_F64,
                                  MOEQ_DTYPE_INVALID};
-    st = expect_dtype(d, P_WEIGHT, ok, "F32, F16, BF16 or F64 (not compressed)");
+    moeq_status st = expect_dtype(d, P_WEIGHT, ok, "F32, F16, BF16 or F64 (not compressed)");
     if (st == MOEQ_STATUS_OK) st = take_matrix(d, P_WEIGHT, 1);
     if (st != MOEQ_STATUS_OK) return st;
     const int32_t dt = d->t[P_WEIGHT]->dtype;
@@ -458,17 +457,10 @@ static moeq_status prepare_dense(dq *d) {
 
 static moeq_status prepare_pack(dq *d) {
     const moeq_quant_args *a = d->args;
-    if (a->type != MOEQ_QTYPE_INT || a->num_bits < 1 || a->num_bits > 8) {
-        return unsupported_args(d, "must be int with 1..8 bits");
-    }
-    if (!int_strategy(a->strategy)) return unsupported_args(d, "need strategy tensor, channel, group or block");
     const int bits = (int)a->num_bits;
-    moeq_status st = need(d, P_PACKED, "weight_packed, weight_shape and weight_scale");
-    if (st == MOEQ_STATUS_OK) st = need(d, P_SHAPE, "weight_packed, weight_shape and weight_scale");
-    if (st != MOEQ_STATUS_OK) return st;
     static const int32_t i32[] = {MOEQ_DTYPE_I32, MOEQ_DTYPE_INVALID};
     static const int32_t shape_types[] = {MOEQ_DTYPE_I64, MOEQ_DTYPE_I32, MOEQ_DTYPE_INVALID};
-    st = expect_dtype(d, P_PACKED, i32, "I32");
+    moeq_status st = expect_dtype(d, P_PACKED, i32, "I32");
     if (st == MOEQ_STATUS_OK) st = expect_dtype(d, P_SHAPE, shape_types, "I64 (or I32)");
     if (st != MOEQ_STATUS_OK) return st;
     const moeq_tensor *sh = d->t[P_SHAPE];
@@ -525,17 +517,14 @@ static moeq_status prepare_naive(dq *d) {
     } else if (a->type == MOEQ_QTYPE_FLOAT && a->num_bits == 8) {
         want = MOEQ_DTYPE_F8_E4M3, kind = MOEQ__QW_E4M3;
     } else {
+        /* tensor_set rejected these args already */
         return unsupported_args(d, "must be int with 1..32 bits or float with 8 bits");
     }
-    if (!int_strategy(a->strategy)) return unsupported_args(d, "need strategy tensor, channel, group or block");
-    if (a->type == MOEQ_QTYPE_FLOAT && !a->symmetric) return unsupported_args(d, "are asymmetric FP8");
-    moeq_status st = need(d, P_WEIGHT, "weight and weight_scale");
-    if (st != MOEQ_STATUS_OK) return st;
     const int32_t ok[] = {want, MOEQ_DTYPE_INVALID};
     char text[64];
     snprintf(text, sizeof text, "%s for %s %d-bit weights", moeq_dtype_name(want),
              a->type == MOEQ_QTYPE_INT ? "int" : "float", (int)a->num_bits);
-    st = expect_dtype(d, P_WEIGHT, ok, text);
+    moeq_status st = expect_dtype(d, P_WEIGHT, ok, text);
     if (st == MOEQ_STATUS_OK) st = take_matrix(d, P_WEIGHT, 1);
     moeq__grid g;
     if (st == MOEQ_STATUS_OK) st = weight_grid(d, &g);
@@ -563,19 +552,7 @@ static moeq_status take_fp4(dq *d) {
 }
 
 static moeq_status prepare_nvfp4(dq *d) {
-    const moeq_quant_args *a = d->args;
-    if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 4) return unsupported_args(d, "must be float with 4 bits");
-    if (a->strategy != MOEQ_STRATEGY_TENSOR_GROUP && a->strategy != MOEQ_STRATEGY_GROUP) {
-        return unsupported_args(d, "need strategy tensor_group");
-    }
-    if (!a->symmetric) return unsupported_args(d, "are asymmetric (CT: not supported for FP4)");
-    const char *needs = a->strategy == MOEQ_STRATEGY_TENSOR_GROUP
-                            ? "weight_packed, weight_scale and weight_global_scale"
-                            : "weight_packed and weight_scale";
-    moeq_status st = need(d, P_PACKED, needs);
-    if (st == MOEQ_STATUS_OK) st = need(d, P_SCALE, needs);
-    if (st == MOEQ_STATUS_OK && a->strategy == MOEQ_STRATEGY_TENSOR_GROUP) st = need(d, P_GLOBAL, needs);
-    if (st == MOEQ_STATUS_OK) st = take_fp4(d);
+    moeq_status st = take_fp4(d);
     moeq__grid g;
     if (st == MOEQ_STATUS_OK) st = weight_grid(d, &g);
     static const int32_t sdt[] = {MOEQ_DTYPE_F8_E4M3, MOEQ_DTYPE_F32, MOEQ_DTYPE_F16,
@@ -617,25 +594,14 @@ static moeq_status load_mx_scale(dq *d, moeq__grid *g) {
 }
 
 static moeq_status prepare_mxfp4(dq *d) {
-    const moeq_quant_args *a = d->args;
-    if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 4) return unsupported_args(d, "must be float with 4 bits");
-    if (a->strategy != MOEQ_STRATEGY_GROUP) return unsupported_args(d, "need strategy group");
-    if (!a->symmetric) return unsupported_args(d, "are asymmetric (CT: not supported for FP4)");
-    moeq_status st = need(d, P_PACKED, "weight_packed and weight_scale");
-    if (st == MOEQ_STATUS_OK) st = need(d, P_SCALE, "weight_packed and weight_scale");
-    if (st == MOEQ_STATUS_OK) st = take_fp4(d);
+    moeq_status st = take_fp4(d);
     if (st == MOEQ_STATUS_OK) st = load_mx_scale(d, &d->qw.grid);
     return st;
 }
 
 static moeq_status prepare_mxfp8(dq *d) {
-    const moeq_quant_args *a = d->args;
-    if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 8) return unsupported_args(d, "must be float with 8 bits");
-    if (a->strategy != MOEQ_STRATEGY_GROUP) return unsupported_args(d, "need strategy group");
-    moeq_status st = need(d, P_WEIGHT, "weight and weight_scale");
-    if (st == MOEQ_STATUS_OK) st = need(d, P_SCALE, "weight and weight_scale");
     static const int32_t e4m3[] = {MOEQ_DTYPE_F8_E4M3, MOEQ_DTYPE_INVALID};
-    if (st == MOEQ_STATUS_OK) st = expect_dtype(d, P_WEIGHT, e4m3, "F8_E4M3");
+    moeq_status st = expect_dtype(d, P_WEIGHT, e4m3, "F8_E4M3");
     if (st == MOEQ_STATUS_OK) st = take_matrix(d, P_WEIGHT, 1);
     if (st == MOEQ_STATUS_OK) st = load_mx_scale(d, &d->qw.grid);
     if (st != MOEQ_STATUS_OK) return st;
@@ -658,11 +624,22 @@ static moeq_status check_fp8_codes(dq *d) {
     return MOEQ_STATUS_OK;
 }
 
-static moeq_status prepare(dq *d) {
+/* ---- the tensor set of a module ------------------------------------------------ */
+
+static bool group_strategy(int32_t s) {
+    return s == MOEQ_STRATEGY_GROUP || s == MOEQ_STRATEGY_TENSOR_GROUP;
+}
+
+/* Which weight parameters d->format stores under d->args, with the checks on
+ * the args that decide it (the single place both moeq_dequantize and
+ * `moeq inspect` learn it from). */
+static moeq_status tensor_set(dq *d, moeq__ct_params *out) {
+    out->required = out->optional = 0;
     switch (d->format) {
         case MOEQ_FORMAT_DENSE:
         case MOEQ_FORMAT_FAKEQUANT:
-            return prepare_dense(d);
+            out->required = MOEQ__CT_BIT(P_WEIGHT);
+            return MOEQ_STATUS_OK;
         case MOEQ_FORMAT_NONE:
             return moeq__error(d->err, MOEQ_STATUS_INVALID_ARG,
                                "%s: no compression format given; pass the format moeq_resolve returns",
@@ -672,14 +649,53 @@ static moeq_status prepare(dq *d) {
     }
     moeq_status st = need_args(d);
     if (st != MOEQ_STATUS_OK) return st;
+    const moeq_quant_args *a = d->args;
     switch (d->format) {
-        case MOEQ_FORMAT_PACK_QUANTIZED: return prepare_pack(d);
+        case MOEQ_FORMAT_PACK_QUANTIZED:
+            if (a->type != MOEQ_QTYPE_INT || a->num_bits < 1 || a->num_bits > 8) {
+                return unsupported_args(d, "must be int with 1..8 bits");
+            }
+            if (!int_strategy(a->strategy)) {
+                return unsupported_args(d, "need strategy tensor, channel, group or block");
+            }
+            out->required = MOEQ__CT_BIT(P_PACKED) | MOEQ__CT_BIT(P_SHAPE) | MOEQ__CT_BIT(P_SCALE);
+            break;
         case MOEQ_FORMAT_NAIVE_QUANTIZED:
         case MOEQ_FORMAT_INT_QUANTIZED:
-        case MOEQ_FORMAT_FLOAT_QUANTIZED: return prepare_naive(d);
-        case MOEQ_FORMAT_NVFP4_PACK_QUANTIZED: return prepare_nvfp4(d);
-        case MOEQ_FORMAT_MXFP4_PACK_QUANTIZED: return prepare_mxfp4(d);
-        case MOEQ_FORMAT_MXFP8_QUANTIZED: return prepare_mxfp8(d);
+        case MOEQ_FORMAT_FLOAT_QUANTIZED:
+            if (!(a->type == MOEQ_QTYPE_INT && a->num_bits >= 1 && a->num_bits <= 32) &&
+                !(a->type == MOEQ_QTYPE_FLOAT && a->num_bits == 8)) {
+                return unsupported_args(d, "must be int with 1..32 bits or float with 8 bits");
+            }
+            if (!int_strategy(a->strategy)) {
+                return unsupported_args(d, "need strategy tensor, channel, group or block");
+            }
+            if (a->type == MOEQ_QTYPE_FLOAT && !a->symmetric) return unsupported_args(d, "are asymmetric FP8");
+            out->required = MOEQ__CT_BIT(P_WEIGHT) | MOEQ__CT_BIT(P_SCALE);
+            break;
+        case MOEQ_FORMAT_NVFP4_PACK_QUANTIZED:
+            if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 4) return unsupported_args(d, "must be float with 4 bits");
+            if (!group_strategy(a->strategy)) return unsupported_args(d, "need strategy tensor_group");
+            if (!a->symmetric) return unsupported_args(d, "are asymmetric (CT: not supported for FP4)");
+            out->required = MOEQ__CT_BIT(P_PACKED) | MOEQ__CT_BIT(P_SCALE);
+            /* group strategy: a global scale is applied when it is there */
+            if (a->strategy == MOEQ_STRATEGY_TENSOR_GROUP) {
+                out->required |= MOEQ__CT_BIT(P_GLOBAL);
+            } else {
+                out->optional |= MOEQ__CT_BIT(P_GLOBAL);
+            }
+            return MOEQ_STATUS_OK; /* no zero point, no g_idx */
+        case MOEQ_FORMAT_MXFP4_PACK_QUANTIZED:
+            if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 4) return unsupported_args(d, "must be float with 4 bits");
+            if (a->strategy != MOEQ_STRATEGY_GROUP) return unsupported_args(d, "need strategy group");
+            if (!a->symmetric) return unsupported_args(d, "are asymmetric (CT: not supported for FP4)");
+            out->required = MOEQ__CT_BIT(P_PACKED) | MOEQ__CT_BIT(P_SCALE);
+            return MOEQ_STATUS_OK;
+        case MOEQ_FORMAT_MXFP8_QUANTIZED:
+            if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 8) return unsupported_args(d, "must be float with 8 bits");
+            if (a->strategy != MOEQ_STRATEGY_GROUP) return unsupported_args(d, "need strategy group");
+            out->required = MOEQ__CT_BIT(P_WEIGHT) | MOEQ__CT_BIT(P_SCALE);
+            return MOEQ_STATUS_OK;
         default:
             return moeq__error(d->err, MOEQ_STATUS_UNSUPPORTED,
                                "%s: format '%s' (%d) cannot be dequantized (supported: dense, "
@@ -688,6 +704,126 @@ static moeq_status prepare(dq *d) {
                                d->mod[0] ? d->mod : "moeq_dequantize",
                                moeq_format_name(d->format), (int)d->format);
     }
+    /* The integer (and naive FP8) formats: zero points of asymmetric args;
+     * g_idx of group strategies, which actorder "group" cannot do without. */
+    if (!a->symmetric) out->required |= MOEQ__CT_BIT(P_ZP);
+    if (group_strategy(a->strategy)) {
+        if (moeq_actorder_is_group(a->actorder)) {
+            out->required |= MOEQ__CT_BIT(P_GIDX);
+        } else {
+            out->optional |= MOEQ__CT_BIT(P_GIDX);
+        }
+    }
+    return MOEQ_STATUS_OK;
+}
+
+/* The order names are listed in: payload, shape, scales, zero point, g_idx. */
+static const int8_t text_order[MOEQ__CT_PARAM_COUNT] = {
+    MOEQ__CT_WEIGHT,           MOEQ__CT_WEIGHT_PACKED,       MOEQ__CT_WEIGHT_SHAPE,
+    MOEQ__CT_WEIGHT_SCALE,     MOEQ__CT_WEIGHT_GLOBAL_SCALE, MOEQ__CT_WEIGHT_ZERO_POINT,
+    MOEQ__CT_WEIGHT_G_IDX,     MOEQ__CT_INPUT_SCALE,         MOEQ__CT_INPUT_GLOBAL_SCALE,
+    MOEQ__CT_INPUT_ZERO_POINT, MOEQ__CT_OUTPUT_SCALE,        MOEQ__CT_OUTPUT_GLOBAL_SCALE,
+    MOEQ__CT_OUTPUT_ZERO_POINT,
+};
+
+void moeq__ct_params_text(uint32_t set, char *buf, size_t n) {
+    if (n == 0) return;
+    buf[0] = '\0';
+    uint32_t left = 0;
+    for (int i = 0; i < MOEQ__CT_PARAM_COUNT; i++) left += (set >> i) & 1u;
+    size_t len = 0;
+    uint32_t k = 0;
+    for (int i = 0; i < MOEQ__CT_PARAM_COUNT && len < n; i++) {
+        const int p = text_order[i];
+        if (!(set & MOEQ__CT_BIT(p))) continue;
+        const char *sep = k == 0 ? "" : k + 1 == left ? " and " : ", ";
+        const char *note = p == MOEQ__CT_WEIGHT_ZERO_POINT || p == MOEQ__CT_INPUT_ZERO_POINT ||
+                                   p == MOEQ__CT_OUTPUT_ZERO_POINT
+                               ? " (asymmetric)"
+                           : p == MOEQ__CT_WEIGHT_G_IDX ? " (actorder group)"
+                                                        : "";
+        int w = snprintf(buf + len, n - len, "%s%s%s", sep, param_names[p], note);
+        if (w < 0) break;
+        len += (size_t)w;
+        k++;
+    }
+}
+
+/* Every required tensor is there (checked before any dtype or shape). */
+static moeq_status check_present(dq *d, uint32_t required) {
+    for (int i = 0; i < MOEQ__CT_PARAM_COUNT; i++) {
+        const int p = text_order[i];
+        if (p >= P_COUNT || !(required & MOEQ__CT_BIT(p)) || d->t[p]) continue;
+        char needs[256];
+        moeq__ct_params_text(required, needs, sizeof needs);
+        return moeq__error(d->err, MOEQ_STATUS_CHECKPOINT, "%s%s%s: missing; %s weights need %s",
+                           TN(d, p), moeq_format_name(d->format), needs);
+    }
+    return MOEQ_STATUS_OK;
+}
+
+static moeq_status prepare(dq *d) {
+    moeq__ct_params set;
+    moeq_status st = tensor_set(d, &set);
+    if (st == MOEQ_STATUS_OK) st = check_present(d, set.required);
+    if (st != MOEQ_STATUS_OK) return st;
+    switch (d->format) {
+        case MOEQ_FORMAT_PACK_QUANTIZED: return prepare_pack(d);
+        case MOEQ_FORMAT_NAIVE_QUANTIZED:
+        case MOEQ_FORMAT_INT_QUANTIZED:
+        case MOEQ_FORMAT_FLOAT_QUANTIZED: return prepare_naive(d);
+        case MOEQ_FORMAT_NVFP4_PACK_QUANTIZED: return prepare_nvfp4(d);
+        case MOEQ_FORMAT_MXFP4_PACK_QUANTIZED: return prepare_mxfp4(d);
+        case MOEQ_FORMAT_MXFP8_QUANTIZED: return prepare_mxfp8(d);
+        default: return prepare_dense(d); /* dense and fakequant */
+    }
+}
+
+/* ---- the shared table, for `moeq inspect` ----------------------------------------- */
+
+const char *moeq__ct_param_name(int32_t p) {
+    return p >= 0 && p < MOEQ__CT_PARAM_COUNT ? param_names[p] : NULL;
+}
+
+int32_t moeq__ct_param_from_name(const char *s, size_t n) {
+    for (int32_t p = 0; p < MOEQ__CT_PARAM_COUNT; p++) {
+        if (strlen(param_names[p]) == n && memcmp(param_names[p], s, n) == 0) return p;
+    }
+    return -1;
+}
+
+moeq_status moeq__ct_expected_params(const moeq_quant_args *weights, int32_t format,
+                                     const char *module, moeq__ct_params *out, moeq_error *err) {
+    dq d;
+    memset(&d, 0, sizeof d);
+    d.args = weights;
+    d.format = format;
+    d.mod = module ? module : "";
+    d.dot = module && module[0] ? "." : "";
+    d.err = err;
+    return tensor_set(&d, out);
+}
+
+_Static_assert(MOEQ__CT_INPUT_ZERO_POINT == MOEQ__CT_INPUT_SCALE + 1 &&
+                   MOEQ__CT_INPUT_GLOBAL_SCALE == MOEQ__CT_INPUT_SCALE + 2 &&
+                   MOEQ__CT_OUTPUT_ZERO_POINT == MOEQ__CT_OUTPUT_SCALE + 1 &&
+                   MOEQ__CT_OUTPUT_GLOBAL_SCALE == MOEQ__CT_OUTPUT_SCALE + 2,
+               "activation parameters are laid out scale, zero point, global scale");
+_Static_assert(MOEQ__CT_PARAM_COUNT <= 32, "parameter sets are 32-bit masks");
+
+moeq__ct_params moeq__ct_activation_params(const moeq_quant_args *args, bool output) {
+    moeq__ct_params set = {0, 0};
+    if (!args || args->dynamic == MOEQ_DYNAMIC_TRUE) return set; /* dynamic: nothing stored */
+    const int base = output ? MOEQ__CT_OUTPUT_SCALE : MOEQ__CT_INPUT_SCALE;
+    const int zp = base + 1, global = base + 2;
+    if (args->dynamic == MOEQ_DYNAMIC_LOCAL) {
+        set.required = MOEQ__CT_BIT(global); /* NVFP4 inputs: only the global scale is static */
+        return set;
+    }
+    set.required = MOEQ__CT_BIT(base);
+    if (!args->symmetric) set.required |= MOEQ__CT_BIT(zp);
+    if (args->strategy == MOEQ_STRATEGY_TENSOR_GROUP) set.required |= MOEQ__CT_BIT(global);
+    return set;
 }
 
 /* ---- the entry point ------------------------------------------------------------ */

@@ -2,25 +2,15 @@
  * plan.c - `moeq plan`: for every layer line, which group, target, format,
  * args and (for MoE layers) scheme apply, and why; as a text table or JSON.
  */
-#include "resolve.h"
+#include "plan.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One input line after planning. */
-typedef struct plan_line {
-    const char *name;
-    size_t name_len;
-    bool moe;
-    uint32_t num_experts;
-    char *proj[3]; /* custom projection names (NULL: defaults) */
-    moeq_resolution res;
-    int32_t scheme; /* MoE lines: selected scheme, -1 on error */
-    char *error;    /* NULL when fine */
-    char *warning;  /* at most one warning today: precedence disagreement */
-} plan_line;
+/* One input line after planning (its warning, if any: the precedence disagreement). */
+typedef moeq__plan_row plan_line;
 
 typedef struct plan_state {
     const moeq_config *cfg;
@@ -62,7 +52,7 @@ static void json_dtype(moeq__sb *sb, int32_t d) {
 }
 
 /* QuantizationArgs as compressed-tensors writes them (keys sorted). */
-static void json_args(moeq__sb *sb, const moeq_quant_args *a) {
+void moeq__plan_json_args(moeq__sb *sb, const moeq_quant_args *a) {
     if (!a) {
         moeq__sb_puts(sb, "null");
         return;
@@ -108,8 +98,28 @@ static void json_args(moeq__sb *sb, const moeq_quant_args *a) {
 static char *args_json_string(const moeq_quant_args *a) {
     moeq__sb sb;
     moeq__sb_init(&sb);
-    json_args(&sb, a);
+    moeq__plan_json_args(&sb, a);
     return moeq__sb_take(&sb);
+}
+
+moeq_status moeq__plan_args_json(const moeq_config *cfg, char ***weights, char ***inputs) {
+    *weights = moeq__calloc(cfg->n_groups ? cfg->n_groups : 1, sizeof(char *));
+    *inputs = moeq__calloc(cfg->n_groups ? cfg->n_groups : 1, sizeof(char *));
+    if (!*weights || !*inputs) return MOEQ_STATUS_NOMEM;
+    for (uint32_t g = 0; g < cfg->n_groups; g++) {
+        const moeq__group *grp = &cfg->groups[g];
+        (*weights)[g] = args_json_string(grp->has_weights ? &grp->weights : NULL);
+        (*inputs)[g] = args_json_string(grp->has_input ? &grp->input : NULL);
+        if (!(*weights)[g] || !(*inputs)[g]) return MOEQ_STATUS_NOMEM;
+    }
+    return MOEQ_STATUS_OK;
+}
+
+void moeq__plan_args_json_free(const moeq_config *cfg, char **weights, char **inputs) {
+    for (uint32_t g = 0; weights && g < cfg->n_groups; g++) moeq__free(weights[g]);
+    for (uint32_t g = 0; inputs && g < cfg->n_groups; g++) moeq__free(inputs[g]);
+    moeq__free(weights);
+    moeq__free(inputs);
 }
 
 static void free_state(plan_state *ps) {
@@ -119,14 +129,7 @@ static void free_state(plan_state *ps) {
         moeq__free(ps->lines[i].warning);
     }
     moeq__free(ps->lines);
-    if (ps->weights_json) {
-        for (uint32_t g = 0; g < ps->cfg->n_groups; g++) moeq__free(ps->weights_json[g]);
-    }
-    if (ps->input_json) {
-        for (uint32_t g = 0; g < ps->cfg->n_groups; g++) moeq__free(ps->input_json[g]);
-    }
-    moeq__free(ps->weights_json);
-    moeq__free(ps->input_json);
+    moeq__plan_args_json_free(ps->cfg, ps->weights_json, ps->input_json);
 }
 
 /* ---- parsing the layer list ------------------------------------------------ */
@@ -210,7 +213,7 @@ static moeq_status parse_lines(plan_state *ps, const char *text, size_t len, moe
         while (rest < b && is_space(*rest)) rest++;
         if (rest == b) continue;
         if (b - rest >= 3 && memcmp(rest, "moe", 3) == 0 && (b - rest == 3 || is_space(rest[3]))) {
-            ln->moe = true;
+            ln->kind = MOEQ__ROW_MOE;
             moeq_status st = parse_moe_tail(ln, rest + 3, b, lineno, err);
             if (st != MOEQ_STATUS_OK) return st;
             continue;
@@ -225,7 +228,8 @@ static moeq_status parse_lines(plan_state *ps, const char *text, size_t len, moe
 
 /* ---- planning ----------------------------------------------------------------- */
 
-static char *order_warning(const moeq_config *cfg, const moeq_resolution *r, int32_t precedence) {
+char *moeq__plan_order_warning(const moeq_config *cfg, const moeq_resolution *r,
+                               int32_t precedence) {
     if (!(r->flags & MOEQ_RESOLVE_ORDER_DISAGREES) || r->other_group_index < 0) return NULL;
     const char *mine = r->group_name ? r->group_name : "?";
     const char *other = cfg->groups[r->other_group_index].name;
@@ -262,7 +266,7 @@ static moeq_status plan_one(plan_state *ps, moeq__match_scratch *s, plan_line *l
         memcpy(stack_name, ln->name, ln->name_len);
         stack_name[ln->name_len] = '\0';
     }
-    if (ln->moe) {
+    if (ln->kind == MOEQ__ROW_MOE) {
         const char *proj[3] = {ln->proj[0], ln->proj[1], ln->proj[2]};
         st = moeq__resolve_moe(ps->cfg, s, name, ln->num_experts, ln->proj[0] ? proj : NULL, ro,
                                &ln->res, &e);
@@ -272,10 +276,10 @@ static moeq_status plan_one(plan_state *ps, moeq__match_scratch *s, plan_line *l
     }
     /* The precedence warning matters most when the layer then fails. */
     if (st == MOEQ_STATUS_OK && (ln->res.flags & MOEQ_RESOLVE_ORDER_DISAGREES)) {
-        ln->warning = order_warning(ps->cfg, &ln->res, precedence);
+        ln->warning = moeq__plan_order_warning(ps->cfg, &ln->res, precedence);
         if (!ln->warning) st = MOEQ_STATUS_NOMEM;
     }
-    if (st == MOEQ_STATUS_OK && ln->moe) {
+    if (st == MOEQ_STATUS_OK && ln->kind == MOEQ__ROW_MOE) {
         moeq_selection sel;
         st = moeq_select(&ln->res, name, so, &sel, &e);
         if (st == MOEQ_STATUS_OK) ln->scheme = sel.scheme;
@@ -291,13 +295,17 @@ static moeq_status plan_one(plan_state *ps, moeq__match_scratch *s, plan_line *l
 
 /* ---- output ----------------------------------------------------------------- */
 
-static const char *status_word(const plan_line *ln) {
+const char *moeq__plan_status_word(const moeq__plan_row *ln) {
     if (ln->error) return "error";
     switch (ln->res.status) {
         case MOEQ_MATCH_QUANTIZED: return "quantized";
         case MOEQ_MATCH_IGNORED: return "ignored";
         default: return "unmatched";
     }
+}
+
+static const char *kind_word(int32_t kind) {
+    return kind == MOEQ__ROW_MOE ? "moe" : kind == MOEQ__ROW_OTHER ? "other" : "linear";
 }
 
 /* A layer name as a JSON string (input names are not NUL-terminated). */
@@ -330,14 +338,16 @@ static void json_or_null(moeq__sb *sb, bool present, const char *s) {
     }
 }
 
-/* Everything after "layer" in a line's JSON object. */
-static void json_tail(const plan_state *ps, const plan_line *ln, moeq__sb *sb) {
+/* Everything after "layer" in a row's JSON object. */
+static void json_tail(const moeq__plan_json *pj, const moeq__plan_row *ln, moeq__sb *sb) {
     const moeq_resolution *r = &ln->res;
     bool ok = !ln->error;
     bool quant = ok && r->status == MOEQ_MATCH_QUANTIZED;
-    moeq__sb_puts(sb, ln->moe ? ",\"kind\":\"moe\",\"status\":\""
-                              : ",\"kind\":\"linear\",\"status\":\"");
-    moeq__sb_puts(sb, status_word(ln));
+    bool moe = ln->kind == MOEQ__ROW_MOE;
+    moeq__sb_puts(sb, ",\"kind\":\"");
+    moeq__sb_puts(sb, kind_word(ln->kind));
+    moeq__sb_puts(sb, "\",\"status\":\"");
+    moeq__sb_puts(sb, moeq__plan_status_word(ln));
     moeq__sb_puts(sb, "\",\"group\":");
     json_or_null(sb, quant, r->group_name);
     moeq__sb_puts(sb, ",\"target\":");
@@ -345,75 +355,69 @@ static void json_tail(const plan_state *ps, const plan_line *ln, moeq__sb *sb) {
     moeq__sb_puts(sb, ",\"format\":");
     json_or_null(sb, quant, moeq_format_name(r->format));
     moeq__sb_puts(sb, ",\"scheme\":");
-    json_or_null(sb, ln->moe && ln->scheme >= 0, moeq_scheme_name(ln->scheme));
+    json_or_null(sb, moe && ln->scheme >= 0, moeq_scheme_name(ln->scheme));
     moeq__sb_puts(sb, ",\"weights\":");
-    moeq__sb_puts(sb, quant && r->weights ? ps->weights_json[r->group_index] : "null");
+    moeq__sb_puts(sb, quant && r->weights ? pj->weights_json[r->group_index] : "null");
     moeq__sb_puts(sb, ",\"input_activations\":");
-    moeq__sb_puts(sb, quant && r->input_activations ? ps->input_json[r->group_index] : "null");
+    moeq__sb_puts(sb, quant && r->input_activations ? pj->input_json[r->group_index] : "null");
     moeq__sb_puts(sb, ",\"warnings\":[");
     if (ln->warning) moeq__sb_json_string(sb, ln->warning);
     moeq__sb_puts(sb, "],\"error\":");
     json_or_null(sb, ln->error != NULL, ln->error);
+    if (moe) moeq__sb_printf(sb, ",\"experts\":%u", ln->num_experts);
     moeq__sb_putc(sb, '}');
 }
 
-/* Lines without warnings or errors share their tail with every line that
- * resolved the same way (tens of thousands of expert projections share a
- * handful), so each distinct tail is built once. */
-typedef struct tail_cache {
-    struct {
-        bool moe;
-        int32_t status, group, ignore, scheme;
-        const char *target;
-        char *text;
-        size_t len;
-    } e[32];
-    uint32_t n;
-} tail_cache;
-
-static const char *cached_tail(const plan_state *ps, const plan_line *ln, tail_cache *tc,
-                               size_t *len) {
+/* Rows without warnings or errors share their tail with every row that
+ * resolved the same way, so each distinct tail is built once. */
+static const char *cached_tail(moeq__plan_json *pj, const moeq__plan_row *ln, size_t *len) {
     if (ln->error || ln->warning) return NULL;
     const moeq_resolution *r = &ln->res;
-    for (uint32_t i = 0; i < tc->n; i++) {
-        if (tc->e[i].moe == ln->moe && tc->e[i].status == r->status &&
-            tc->e[i].group == r->group_index && tc->e[i].ignore == r->ignore_index &&
-            tc->e[i].scheme == ln->scheme && tc->e[i].target == r->target) {
-            *len = tc->e[i].len;
-            return tc->e[i].text;
+    for (uint32_t i = 0; i < pj->n_cache; i++) {
+        if (pj->cache[i].kind == ln->kind && pj->cache[i].status == r->status &&
+            pj->cache[i].group == r->group_index && pj->cache[i].ignore == r->ignore_index &&
+            pj->cache[i].scheme == ln->scheme && pj->cache[i].target == r->target &&
+            pj->cache[i].experts == ln->num_experts) {
+            *len = pj->cache[i].len;
+            return pj->cache[i].text;
         }
     }
-    if (tc->n == MOEQ__ARRAY_LEN(tc->e)) return NULL;
+    if (pj->n_cache == MOEQ__ARRAY_LEN(pj->cache)) return NULL;
     moeq__sb sb;
     moeq__sb_init(&sb);
-    json_tail(ps, ln, &sb);
+    json_tail(pj, ln, &sb);
     size_t n = sb.len;
     char *text = moeq__sb_take(&sb);
     if (!text) return NULL;
-    tc->e[tc->n].moe = ln->moe;
-    tc->e[tc->n].status = r->status;
-    tc->e[tc->n].group = r->group_index;
-    tc->e[tc->n].ignore = r->ignore_index;
-    tc->e[tc->n].scheme = ln->scheme;
-    tc->e[tc->n].target = r->target;
-    tc->e[tc->n].text = text;
-    tc->e[tc->n].len = n;
-    tc->n++;
+    uint32_t k = pj->n_cache++;
+    pj->cache[k].kind = ln->kind;
+    pj->cache[k].status = r->status;
+    pj->cache[k].group = r->group_index;
+    pj->cache[k].ignore = r->ignore_index;
+    pj->cache[k].scheme = ln->scheme;
+    pj->cache[k].target = r->target;
+    pj->cache[k].experts = ln->num_experts;
+    pj->cache[k].text = text;
+    pj->cache[k].len = n;
     *len = n;
     return text;
 }
 
-static void emit_json_line(const plan_state *ps, const plan_line *ln, bool first, tail_cache *tc,
-                           moeq__sb *sb) {
+void moeq__plan_json_row(moeq__plan_json *pj, const moeq__plan_row *ln, bool first, moeq__sb *sb) {
     moeq__sb_puts(sb, first ? "\n{\"layer\":" : ",\n{\"layer\":");
     json_name(sb, ln->name, ln->name_len);
     size_t tlen = 0;
-    const char *tail = cached_tail(ps, ln, tc, &tlen);
+    const char *tail = cached_tail(pj, ln, &tlen);
     if (tail) {
         moeq__sb_append(sb, tail, tlen);
     } else {
-        json_tail(ps, ln, sb);
+        json_tail(pj, ln, sb);
     }
+}
+
+void moeq__plan_json_free(moeq__plan_json *pj) {
+    for (uint32_t i = 0; i < pj->n_cache; i++) moeq__free(pj->cache[i].text);
+    pj->n_cache = 0;
 }
 
 static void pad(moeq__sb *sb, size_t have, size_t want) {
@@ -430,23 +434,24 @@ static void cell(moeq__sb *sb, const char *s, size_t len, size_t width) {
     pad(sb, len, width + 2);
 }
 
-static void emit_table(plan_state *ps, moeq__sb *sb) {
+void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
     enum { C_LAYER, C_KIND, C_STATUS, C_GROUP, C_FORMAT, C_SCHEME, C_WEIGHTS, C_INPUTS, NCOL };
     static const char *const heads[NCOL] = {"LAYER",  "KIND",   "STATUS",  "GROUP",
                                             "FORMAT", "SCHEME", "WEIGHTS", "INPUTS"};
     size_t width[NCOL];
     for (int c = 0; c < NCOL; c++) width[c] = strlen(heads[c]);
-    char(*wsum)[96] = moeq__calloc(ps->n_lines ? ps->n_lines : 1, sizeof *wsum);
-    char(*asum)[96] = moeq__calloc(ps->n_lines ? ps->n_lines : 1, sizeof *asum);
+    char(*wsum)[96] = moeq__calloc(n ? n : 1, sizeof *wsum);
+    char(*asum)[96] = moeq__calloc(n ? n : 1, sizeof *asum);
     if (!wsum || !asum) {
         moeq__free(wsum);
         moeq__free(asum);
         sb->failed = true;
         return;
     }
-    for (uint32_t i = 0; i < ps->n_lines; i++) {
-        const plan_line *ln = &ps->lines[i];
+    for (uint32_t i = 0; i < n; i++) {
+        const moeq__plan_row *ln = &rows[i];
         bool quant = !ln->error && ln->res.status == MOEQ_MATCH_QUANTIZED;
+        bool moe = ln->kind == MOEQ__ROW_MOE;
         strcpy(wsum[i], "-");
         strcpy(asum[i], "-");
         if (quant && ln->res.weights) moeq_quant_args_summary(ln->res.weights, wsum[i], 96);
@@ -454,14 +459,14 @@ static void emit_table(plan_state *ps, moeq__sb *sb) {
             moeq_quant_args_summary(ln->res.input_activations, asum[i], 96);
         }
         size_t w[NCOL] = {ln->name_len,
-                          ln->moe ? 3 : 6,
-                          strlen(status_word(ln)),
+                          strlen(kind_word(ln->kind)),
+                          strlen(moeq__plan_status_word(ln)),
                           quant ? strlen(ln->res.group_name) : 1,
                           quant ? strlen(moeq_format_name(ln->res.format)) : 1,
-                          ln->moe && ln->scheme >= 0 ? strlen(moeq_scheme_name(ln->scheme)) : 1,
+                          moe && ln->scheme >= 0 ? strlen(moeq_scheme_name(ln->scheme)) : 1,
                           strlen(wsum[i]),
                           strlen(asum[i])};
-        if (ln->moe) w[C_LAYER] += 20; /* " (256 experts)" */
+        if (moe) w[C_LAYER] += 20; /* " (256 experts)" */
         for (int c = 0; c < NCOL; c++) {
             if (w[c] > width[c]) width[c] = w[c];
         }
@@ -469,23 +474,25 @@ static void emit_table(plan_state *ps, moeq__sb *sb) {
     for (int c = 0; c < NCOL - 1; c++) cell(sb, heads[c], strlen(heads[c]), width[c]);
     moeq__sb_puts(sb, heads[NCOL - 1]);
     moeq__sb_putc(sb, '\n');
-    for (uint32_t i = 0; i < ps->n_lines; i++) {
-        const plan_line *ln = &ps->lines[i];
+    for (uint32_t i = 0; i < n; i++) {
+        const moeq__plan_row *ln = &rows[i];
         bool quant = !ln->error && ln->res.status == MOEQ_MATCH_QUANTIZED;
+        bool moe = ln->kind == MOEQ__ROW_MOE;
         char layer[600];
-        int n = snprintf(layer, sizeof layer, "%.*s", (int)ln->name_len, ln->name);
-        if (ln->moe) {
-            n += snprintf(layer + n, sizeof layer - (size_t)n, " (%u experts)", ln->num_experts);
+        int k = snprintf(layer, sizeof layer, "%.*s", (int)ln->name_len, ln->name);
+        if (moe && k >= 0 && (size_t)k < sizeof layer) {
+            snprintf(layer + k, sizeof layer - (size_t)k, " (%u experts)", ln->num_experts);
         }
         cell(sb, layer, strlen(layer), width[C_LAYER]);
-        cell(sb, ln->moe ? "moe" : "linear", ln->moe ? 3 : 6, width[C_KIND]);
-        const char *st = status_word(ln);
+        const char *kw = kind_word(ln->kind);
+        cell(sb, kw, strlen(kw), width[C_KIND]);
+        const char *st = moeq__plan_status_word(ln);
         cell(sb, st, strlen(st), width[C_STATUS]);
         const char *g = quant ? ln->res.group_name : "-";
         cell(sb, g, strlen(g), width[C_GROUP]);
         const char *f = quant ? moeq_format_name(ln->res.format) : "-";
         cell(sb, f, strlen(f), width[C_FORMAT]);
-        const char *sc = ln->moe && ln->scheme >= 0 ? moeq_scheme_name(ln->scheme) : "-";
+        const char *sc = moe && ln->scheme >= 0 ? moeq_scheme_name(ln->scheme) : "-";
         cell(sb, sc, strlen(sc), width[C_SCHEME]);
         cell(sb, wsum[i], strlen(wsum[i]), width[C_WEIGHTS]);
         moeq__sb_puts(sb, asum[i]);
@@ -519,7 +526,7 @@ typedef struct plan_job {
     plan_state *ps;
     const moeq_plan_options *opts;
     moeq__match_scratch *scratch;
-    tail_cache tc;
+    moeq__plan_json pj;
     moeq__sb sb;
     uint32_t begin, end;
     uint32_t errors;
@@ -539,7 +546,7 @@ static void run_job(plan_job *job) {
         if (ln->error) job->errors++;
         if (!json) continue; /* the table needs every line for its widths */
         /* JSON streams: plan, write, forget. */
-        emit_json_line(ps, ln, i == 0, &job->tc, &job->sb);
+        moeq__plan_json_row(&job->pj, ln, i == 0, &job->sb);
         moeq__free(ln->error);
         moeq__free(ln->warning);
         ln->error = ln->warning = NULL;
@@ -598,14 +605,11 @@ moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t l
         st = moeq__match_scratch_create(cfg->matcher, &jobs[t].scratch, err);
         if (st != MOEQ_STATUS_OK) goto done;
     }
-    ps.weights_json = moeq__calloc(cfg->n_groups ? cfg->n_groups : 1, sizeof(char *));
-    ps.input_json = moeq__calloc(cfg->n_groups ? cfg->n_groups : 1, sizeof(char *));
-    if (!ps.weights_json || !ps.input_json) goto nomem;
-    for (uint32_t g = 0; g < cfg->n_groups; g++) {
-        const moeq__group *grp = &cfg->groups[g];
-        ps.weights_json[g] = args_json_string(grp->has_weights ? &grp->weights : NULL);
-        ps.input_json[g] = args_json_string(grp->has_input ? &grp->input : NULL);
-        if (!ps.weights_json[g] || !ps.input_json[g]) goto nomem;
+    if (moeq__plan_args_json(cfg, &ps.weights_json, &ps.input_json) != MOEQ_STATUS_OK) goto nomem;
+    for (uint32_t t = 0; t < n_jobs; t++) {
+        jobs[t].pj.cfg = cfg;
+        jobs[t].pj.weights_json = ps.weights_json;
+        jobs[t].pj.input_json = ps.input_json;
     }
 
     if (json) moeq__sb_puts(&out, "[");
@@ -643,7 +647,7 @@ moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t l
     if (json) {
         moeq__sb_puts(&out, ps.n_lines ? "\n]\n" : "]\n");
     } else {
-        emit_table(&ps, &out);
+        moeq__plan_table(ps.lines, ps.n_lines, &out);
     }
     st = flush(&out, write, user, err);
     if (st == MOEQ_STATUS_OK && out_errors) *out_errors = errors;
@@ -652,7 +656,7 @@ nomem:
     st = moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while planning");
 done:
     for (uint32_t t = 0; t < n_jobs; t++) {
-        for (uint32_t i = 0; i < jobs[t].tc.n; i++) moeq__free(jobs[t].tc.e[i].text);
+        moeq__plan_json_free(&jobs[t].pj);
         moeq__sb_free(&jobs[t].sb);
         moeq__match_scratch_destroy(jobs[t].scratch);
     }

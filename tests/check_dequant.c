@@ -6,6 +6,7 @@
 #include "test_util.h"
 #include "internal.h"
 #include "kernels.h"
+#include "dequant.h"
 
 #include <math.h>
 
@@ -570,6 +571,7 @@ static void add_g_idx(fixture *f) {
 
 static void m_no_scale(fixture *f) { drop(f, "weight_scale"); }
 static void m_no_packed(fixture *f) { drop(f, "weight_packed"); }
+static void m_actorder_group(fixture *f) { f->args.actorder = MOEQ_ACTORDER_GROUP; }
 static void m_no_shape(fixture *f) { drop(f, "weight_shape"); }
 static void m_no_zp(fixture *f) { drop(f, "weight_zero_point"); }
 static void m_packed_i8(fixture *f) { set_dtype(f, "weight_packed", MOEQ_DTYPE_I8); }
@@ -714,12 +716,19 @@ static void m_mx8_bits(fixture *f) { f->args.num_bits = 4; }
 #define W MODULE "."
 static const bad_case bad_cases[] = {
     {"missing scale", B_PACK_ASYM, m_no_scale, MOEQ_STATUS_CHECKPOINT,
-     W "weight_scale: missing; pack-quantized weights need weight_scale"},
+     W "weight_scale: missing; pack-quantized weights need weight_packed, weight_shape, weight_scale "
+       "and weight_zero_point (asymmetric)"},
     {"missing packed", B_PACK_ASYM, m_no_packed, MOEQ_STATUS_CHECKPOINT,
+     W "weight_packed: missing; pack-quantized weights need weight_packed, weight_shape, weight_scale"},
+    {"missing packed sym", B_PACK_SYM, m_no_packed, MOEQ_STATUS_CHECKPOINT,
      W "weight_packed: missing; pack-quantized weights need weight_packed, weight_shape and weight_scale"},
+    {"missing g_idx under actorder group", B_PACK_SYM, m_actorder_group, MOEQ_STATUS_CHECKPOINT,
+     W "weight_g_idx: missing; pack-quantized weights need weight_packed, weight_shape, weight_scale "
+       "and weight_g_idx (actorder group)"},
     {"missing shape", B_PACK_ASYM, m_no_shape, MOEQ_STATUS_CHECKPOINT, W "weight_shape: missing"},
     {"missing zero point", B_PACK_ASYM, m_no_zp, MOEQ_STATUS_CHECKPOINT,
-     W "weight_zero_point: missing; pack-quantized weights need weight_zero_point when asymmetric"},
+     W "weight_zero_point: missing; pack-quantized weights need weight_packed, weight_shape, "
+       "weight_scale and weight_zero_point (asymmetric)"},
     {"packed I8", B_PACK_ASYM, m_packed_i8, MOEQ_STATUS_DTYPE, W "weight_packed: dtype I8, expected I32"},
     {"scale I32", B_PACK_ASYM, m_scale_i32, MOEQ_STATUS_DTYPE,
      W "weight_scale: dtype I32, expected F32, F16 or BF16"},
@@ -868,6 +877,101 @@ START_TEST(test_nomem_everywhere) {
 }
 END_TEST
 
+/* ---- the tensor-set table moeq_dequantize and `moeq inspect` share ---------------- */
+
+#define B(p) MOEQ__CT_BIT(MOEQ__CT_##p)
+
+START_TEST(test_tensor_sets) {
+    static const struct {
+        int32_t format;
+        int bits, sym, strategy, gs, actorder, is_float;
+        uint32_t required, optional;
+        const char *text;
+    } cases[] = {
+        {MOEQ_FORMAT_PACK_QUANTIZED, 4, 1, MOEQ_STRATEGY_GROUP, 32, MOEQ_ACTORDER_NONE, 0,
+         B(WEIGHT_PACKED) | B(WEIGHT_SHAPE) | B(WEIGHT_SCALE), B(WEIGHT_G_IDX),
+         "weight_packed, weight_shape and weight_scale"},
+        {MOEQ_FORMAT_PACK_QUANTIZED, 4, 0, MOEQ_STRATEGY_GROUP, 32, MOEQ_ACTORDER_DYNAMIC, 0,
+         B(WEIGHT_PACKED) | B(WEIGHT_SHAPE) | B(WEIGHT_SCALE) | B(WEIGHT_ZERO_POINT) | B(WEIGHT_G_IDX),
+         0,
+         "weight_packed, weight_shape, weight_scale, weight_zero_point (asymmetric) and "
+         "weight_g_idx (actorder group)"},
+        {MOEQ_FORMAT_PACK_QUANTIZED, 8, 1, MOEQ_STRATEGY_CHANNEL, -1, MOEQ_ACTORDER_NONE, 0,
+         B(WEIGHT_PACKED) | B(WEIGHT_SHAPE) | B(WEIGHT_SCALE), 0, NULL},
+        {MOEQ_FORMAT_INT_QUANTIZED, 8, 1, MOEQ_STRATEGY_CHANNEL, -1, MOEQ_ACTORDER_NONE, 0,
+         B(WEIGHT) | B(WEIGHT_SCALE), 0, "weight and weight_scale"},
+        {MOEQ_FORMAT_FLOAT_QUANTIZED, 8, 1, MOEQ_STRATEGY_BLOCK, 0, MOEQ_ACTORDER_NONE, 1,
+         B(WEIGHT) | B(WEIGHT_SCALE), 0, NULL},
+        {MOEQ_FORMAT_NVFP4_PACK_QUANTIZED, 4, 1, MOEQ_STRATEGY_TENSOR_GROUP, 16, MOEQ_ACTORDER_NONE,
+         1, B(WEIGHT_PACKED) | B(WEIGHT_SCALE) | B(WEIGHT_GLOBAL_SCALE), 0,
+         "weight_packed, weight_scale and weight_global_scale"},
+        {MOEQ_FORMAT_NVFP4_PACK_QUANTIZED, 4, 1, MOEQ_STRATEGY_GROUP, 16, MOEQ_ACTORDER_NONE, 1,
+         B(WEIGHT_PACKED) | B(WEIGHT_SCALE), B(WEIGHT_GLOBAL_SCALE), NULL},
+        {MOEQ_FORMAT_MXFP4_PACK_QUANTIZED, 4, 1, MOEQ_STRATEGY_GROUP, 32, MOEQ_ACTORDER_NONE, 1,
+         B(WEIGHT_PACKED) | B(WEIGHT_SCALE), 0, NULL},
+        {MOEQ_FORMAT_MXFP8_QUANTIZED, 8, 1, MOEQ_STRATEGY_GROUP, 32, MOEQ_ACTORDER_NONE, 1,
+         B(WEIGHT) | B(WEIGHT_SCALE), 0, NULL},
+        {MOEQ_FORMAT_DENSE, 4, 1, MOEQ_STRATEGY_GROUP, 32, MOEQ_ACTORDER_NONE, 0, B(WEIGHT), 0,
+         "weight"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        moeq_quant_args a = cases[i].is_float
+                                ? float_args(cases[i].bits, cases[i].strategy, cases[i].gs)
+                                : int_args(cases[i].bits, cases[i].sym, cases[i].strategy, cases[i].gs);
+        a.actorder = cases[i].actorder;
+        moeq__ct_params set;
+        moeq_error err;
+        ck_assert_ok(moeq__ct_expected_params(&a, cases[i].format, MODULE, &set, &err), &err);
+        ck_assert_msg(set.required == cases[i].required && set.optional == cases[i].optional,
+                      "case %zu: required 0x%x optional 0x%x", i, set.required, set.optional);
+        if (cases[i].text) {
+            char text[256];
+            moeq__ct_params_text(set.required, text, sizeof text);
+            ck_assert_str_eq(text, cases[i].text);
+        }
+    }
+    /* args a format cannot hold, and no format at all */
+    moeq_quant_args f4 = float_args(4, MOEQ_STRATEGY_GROUP, 32);
+    moeq__ct_params set;
+    moeq_error err;
+    ck_assert_status(moeq__ct_expected_params(&f4, MOEQ_FORMAT_PACK_QUANTIZED, MODULE, &set, &err),
+                     MOEQ_STATUS_UNSUPPORTED, &err);
+    ck_assert_ptr_nonnull(strstr(err.message, MODULE ": pack-quantized weights (float4 group(32) sym) "
+                                              "must be int with 1..8 bits"));
+    ck_assert_status(moeq__ct_expected_params(&f4, MOEQ_FORMAT_NONE, MODULE, &set, &err),
+                     MOEQ_STATUS_INVALID_ARG, &err);
+    ck_assert_status(moeq__ct_expected_params(NULL, MOEQ_FORMAT_PACK_QUANTIZED, MODULE, &set, &err),
+                     MOEQ_STATUS_INVALID_ARG, &err);
+    ck_assert_status(moeq__ct_expected_params(&f4, MOEQ_FORMAT_SPARSE_24_BITMASK, "", &set, &err),
+                     MOEQ_STATUS_UNSUPPORTED, &err);
+
+    /* activation extras */
+    moeq_quant_args in = float_args(8, MOEQ_STRATEGY_TENSOR, 0);
+    ck_assert_uint_eq(moeq__ct_activation_params(&in, false).required, B(INPUT_SCALE));
+    ck_assert_uint_eq(moeq__ct_activation_params(&in, true).required, B(OUTPUT_SCALE));
+    in = int_args(8, 0, MOEQ_STRATEGY_TENSOR, 0);
+    ck_assert_uint_eq(moeq__ct_activation_params(&in, false).required,
+                      B(INPUT_SCALE) | B(INPUT_ZERO_POINT));
+    in.dynamic = MOEQ_DYNAMIC_TRUE;
+    ck_assert_uint_eq(moeq__ct_activation_params(&in, false).required, 0);
+    in = float_args(4, MOEQ_STRATEGY_TENSOR_GROUP, 16);
+    in.dynamic = MOEQ_DYNAMIC_LOCAL;
+    ck_assert_uint_eq(moeq__ct_activation_params(&in, false).required, B(INPUT_GLOBAL_SCALE));
+    ck_assert_uint_eq(moeq__ct_activation_params(NULL, false).required, 0);
+
+    /* the names */
+    for (int32_t p = 0; p < MOEQ__CT_PARAM_COUNT; p++) {
+        const char *name = moeq__ct_param_name(p);
+        ck_assert_int_eq(moeq__ct_param_from_name(name, strlen(name)), p);
+    }
+    ck_assert_ptr_null(moeq__ct_param_name(MOEQ__CT_PARAM_COUNT));
+    ck_assert_int_eq(moeq__ct_param_from_name("weight_scal", 11), -1);
+    ck_assert_int_eq(moeq__ct_param_from_name("k_scale", 7), -1);
+}
+END_TEST
+
+#undef B
+
 Suite *dequant_suite(void);
 Suite *dequant_suite(void) {
     Suite *s = suite_create("dequant");
@@ -882,6 +986,7 @@ Suite *dequant_suite(void) {
     tcase_add_test(tc, test_mxfp4_vector);
     tcase_add_test(tc, test_mxfp8_and_dense);
     tcase_add_test(tc, test_quantize_pack_dequantize);
+    tcase_add_test(tc, test_tensor_sets);
     suite_add_tcase(s, tc);
     tc = tcase_create("bad_input");
     tcase_add_loop_test(tc, test_bad_input, 0, (int)N_BAD);

@@ -40,5 +40,6 @@ int cmd_plan(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_dequant(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ static const struct {
     {"demo", cmd_demo, "show moeq on a bundled real config (no arguments needed)"},
     {"dequant", cmd_dequant, "dequantize one module of a checkpoint to a float32 .npy"},
     {"plan", cmd_plan, "which group, args, format and scheme apply to each layer, and why"},
+    {"inspect", cmd_inspect, "plan a model directory's modules and account for every tensor"},
     {"run", cmd_run, "load one MoE layer of a checkpoint, run and time it, check it"},
 };
 

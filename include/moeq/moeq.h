@@ -507,7 +507,8 @@ typedef struct moeq_plan_options {
  * skipped.  Writes the table or JSON text to *out_text (NUL-terminated,
  * free with moeq_free) and the number of lines in error to *out_errors.
  * JSON: an array with one object per layer line, keys layer, kind, status,
- * group, target, format, scheme, weights, input_activations, warnings, error.
+ * group, target, format, scheme, weights, input_activations, warnings, error,
+ * and for MoE lines experts (N).
  * @return OK (even when some lines are in error), INVALID_ARG (a malformed
  *         line: the message gives its number), NOMEM. */
 MOEQ_API moeq_status moeq_plan(const moeq_config *cfg, const char *layers, size_t len,
@@ -527,6 +528,101 @@ MOEQ_API moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers,
 
 /* Frees memory the library handed out (plan text, lists). NULL is a no-op. */
 MOEQ_API void moeq_free(void *p);
+
+/* ------------------------------------------------------------------------ */
+/* Inspecting a checkpoint                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct moeq_checkpoint moeq_checkpoint; /* see "Tensors, checkpoints" below */
+
+typedef struct moeq_inspect_options {
+    const moeq_resolve_options *resolve; /* NULL: defaults */
+    const moeq_select_options *select;   /* NULL: defaults */
+    int32_t json;                        /* 1: one JSON object, 0: text report */
+    /* 1: account tensors by name only, skipping every dtype, shape and value
+     * check (then no tensor data is read at all).  Default 0: each quantized
+     * module is validated as moeq_dequantize would (headers, scales, zero
+     * points, g_idx, FP8 codes), without dequantizing it. */
+    int32_t names_only;
+} moeq_inspect_options;
+
+/* Counts of one inspection. */
+typedef struct moeq_inspect_summary {
+    uint64_t tensors;        /* tensors in the checkpoint */
+    uint64_t modules;        /* distinct module names (every expert projection counts) */
+    uint64_t moe_layers;     /* fused-experts prefixes ("...mlp.experts") */
+    uint64_t expert_modules; /* modules that are one projection of one expert */
+    uint64_t quantized;      /* modules accounted as quantized */
+    uint64_t ignored;        /* modules an ignore entry matched */
+    uint64_t unmatched;      /* modules no target matched (or without a quantized weight) */
+    uint64_t unconsumed;     /* tensors nothing reads */
+    uint64_t missing;        /* tensors a module needs that are not there */
+    uint64_t errors;         /* modules in error (resolution, selection, dtype/shape/values) */
+    uint64_t warnings;       /* rows with a warning */
+} moeq_inspect_summary;
+
+/* Inspects a checkpoint against its config: finds the modules from the
+ * tensor names, plans them as moeq_plan does, and accounts for every tensor.
+ *
+ * Modules: a tensor "A.B.param" belongs to module "A.B" (name.rpartition('.')).
+ * A module "P.<e>.<proj>" whose P ends in "experts" and <e> is a decimal
+ * expert id (0..1000000, no leading zeros) is one projection of one expert;
+ * the experts of one P form a MoE layer, planned as one row ("P moe N", N =
+ * distinct ids) with moeq_resolve_moe over ids 0..max and the projections
+ * present (gate_proj/up_proj/down_proj, else w1/w3/w2), then moeq_select.
+ * Any other module is LINEAR when it stores a quantization payload
+ * (weight_packed, weight_scale, weight_zero_point, weight_g_idx, weight_shape,
+ * weight_global_scale) or a 2-D weight and its last name component does not
+ * contain "embed"; else OTHER (norms, embeddings, containers of extras).
+ *
+ * Accounting (the tensor sets come from the tables moeq_dequantize uses):
+ * - a quantized module (resolution QUANTIZED; an OTHER module also needs a
+ *   quantization payload) expects its format's weight tensors for its weight
+ *   args, the activation extras of static input/output args (input_scale,
+ *   + input_zero_point when asymmetric; input_global_scale for NVFP4 "local"
+ *   inputs) and an optional bias;
+ * - any other module expects weight (required for LINEAR and expert modules
+ *   and for modules with a bias) and an optional bias;
+ * - every module may also hold e_score_correction_bias, expert_bias, sinks,
+ *   inv_freq, A_log, dt_bias and D (routers, attention sinks, rotary buffers,
+ *   state-space layers);
+ * - with a kv_cache_scheme, k_scale, v_scale and q_scale (and their zero
+ *   points when asymmetric) are read on attention modules (modules with a
+ *   k_proj, v_proj, qkv_proj or kv_b_proj inside, or whose last name component
+ *   contains "attn"), as are legacy k_proj/v_proj output_scale tensors; a
+ *   static kv_cache_scheme requires k_scale and v_scale on every attention
+ *   module;
+ * - every expert 0..max of a MoE layer must have all three projections.
+ * A tensor no rule reads is UNCONSUMED; a required tensor that is absent is
+ * MISSING; both are listed with the full tensor name and why.  Resolution and
+ * selection errors, tensor sets a format cannot hold and dtype/shape/value
+ * problems are module errors.
+ *
+ * The text report is the plan table (moeq plan's columns, one row per module
+ * in natural name order, MoE layers as one row) followed by the unconsumed,
+ * missing and error lists and a summary line.  JSON: an object with keys
+ * "modules" (moeq_plan's row objects; MoE rows add "experts"), "unconsumed"
+ * and "missing" (arrays of {tensor, module, reason}), "errors" (array of
+ * {module, status, message}) and "summary" (the counts of
+ * moeq_inspect_summary, same names).
+ * `summary` may be NULL.  Thread-safe on a shared config and checkpoint.
+ * Limits: a module with no tensor at all is invisible (a checkpoint that lacks
+ * every tensor of a layer shows nothing missing), except expert projections,
+ * whose ids 0..max are known from their siblings.
+ * @return OK (also when tensors are unconsumed or missing: see the summary),
+ *         INVALID_ARG, STATE (config without a matcher), LIMIT (more than
+ *         2^30 tensors), NOMEM.
+ * OUT *out_text: free with moeq_free. */
+MOEQ_API moeq_status moeq_inspect(const moeq_config *cfg, const moeq_checkpoint *ckpt,
+                                  const moeq_inspect_options *opts, char **out_text,
+                                  moeq_inspect_summary *summary, moeq_error *err);
+
+/* moeq_inspect, streaming the text to `write` in pieces.
+ * @return as moeq_inspect, plus IO when the writer stops. */
+MOEQ_API moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ckpt,
+                                        const moeq_inspect_options *opts, moeq_write_fn write,
+                                        void *user_data, moeq_inspect_summary *summary,
+                                        moeq_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors, checkpoints (safetensors) and dequantization                     */

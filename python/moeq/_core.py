@@ -11,10 +11,9 @@ free an object while a call uses it.
 
 Arrays.  numpy arrays cross the ABI as C-contiguous little-endian buffers:
 arrays already laid out so are passed by pointer, others are copied once with
-``np.ascontiguousarray``.  The caller's objects stay referenced until the call
-returns.  BF16 travels as uint16 and the FP8 types as uint8 (numpy has no such
-types); dtypes named ``bfloat16``/``float8_e4m3fn``/``float8_e5m2`` (ml_dtypes)
-are recognised by name.
+a C-order copy.  The caller's objects stay referenced until the call returns.
+BF16 travels as uint16 bits and the FP8 types as uint8 (numpy has no such
+types): pass ("BF16", array.view(np.uint16)).
 """
 
 import ctypes
@@ -48,6 +47,11 @@ class Owner:
         if h is None:
             _errors.fail("STATE", f"the {self._what} is closed")
         return h
+
+    def _call(self, fn, *args):
+        """fn(ptr, *args), holding the handle for the duration of the call."""
+        h = self._live()
+        return fn(h.ptr, *args)
 
     @property
     def closed(self):
@@ -158,8 +162,6 @@ _DEFAULT_OF = {
     np.dtype("i4"): "I32", np.dtype("u4"): "U32", np.dtype("i8"): "I64", np.dtype("u8"): "U64",
     np.dtype("?"): "BOOL",
 }
-# ml_dtypes' extension types, recognised by name without importing ml_dtypes.
-_EXTENSION_OF = {"bfloat16": "BF16", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2"}
 
 
 def dtype_value(name):
@@ -183,8 +185,7 @@ def as_c_array(array, dtype=None, what="array"):
 
     `array` may be an ndarray (or anything np.asarray takes) or a
     (dtype name, ndarray) pair; `dtype` overrides the name.  A BF16/F8 array
-    must hold raw bits of the right size (uint16 / uint8, or ml_dtypes'
-    types)."""
+    must hold raw bits: uint16 / uint8."""
     if isinstance(array, tuple):
         if len(array) != 2:
             raise TypeError(f"{what}: expected ndarray or (dtype, ndarray)")
@@ -193,30 +194,23 @@ def as_c_array(array, dtype=None, what="array"):
         array = array[1]
     array = np.asarray(array)
     if dtype is None:
-        dtype = _EXTENSION_OF.get(array.dtype.name) or _DEFAULT_OF.get(array.dtype.newbyteorder("="))
+        dtype = _DEFAULT_OF.get(array.dtype.newbyteorder("="))
         if dtype is None:
             _errors.fail("DTYPE", f"{what}: numpy dtype {array.dtype} has no safetensors "
-                                  f"equivalent; pass (dtype_name, array)")
+                                  f"equivalent; pass (dtype_name, array of its bits)")
     elif not isinstance(dtype, str):
         dtype = dtype_name(dtype_value(dtype))
     if dtype not in NUMPY_OF:
         _errors.fail("DTYPE", f"{what}: unknown dtype {dtype!r}; use one of {sorted(NUMPY_OF)}")
     want = NUMPY_OF[dtype]
-    if array.dtype.name in _EXTENSION_OF:
-        if _EXTENSION_OF[array.dtype.name] != dtype:
-            _errors.fail("DTYPE", f"{what}: a {array.dtype.name} array cannot be {dtype}")
-        array = array.view(want)
-    elif array.dtype.newbyteorder("=") != want.newbyteorder("="):
-        if want.kind == "u" and dtype not in ("U8", "U16"):
-            # BF16/F8 bits: only an unsigned array of the same width.
-            _errors.fail("DTYPE", f"{what}: {dtype} data must be given as {want.name} bits "
-                                  f"(got {array.dtype})")
-        _errors.fail("DTYPE", f"{what}: array dtype {array.dtype} does not hold {dtype}; "
-                              f"expected {want}")
+    if array.dtype.newbyteorder("=") != want.newbyteorder("="):
+        _errors.fail("DTYPE", f"{what}: {dtype} data must be a {want.name} array, not "
+                              f"{array.dtype}")
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and
                                         not np.little_endian):
         array = array.astype(want)
-    return dtype, np.ascontiguousarray(array)
+    # Not np.ascontiguousarray: it turns a 0-d array into a 1-d one.
+    return dtype, array if array.flags.c_contiguous else array.copy(order="C")
 
 
 def fill_tensor(t, name_bytes, dtype, array):

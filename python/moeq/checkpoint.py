@@ -30,7 +30,7 @@ class Checkpoint(Owner):
         return f"Checkpoint({self.path!r}, {state})"
 
     def __len__(self):
-        return lib.moeq_checkpoint_tensor_count(self._live().ptr)
+        return self._call(lib.moeq_checkpoint_tensor_count)
 
     def _at(self, h, i):
         t = moeq_tensor()
@@ -51,8 +51,9 @@ class Checkpoint(Owner):
         st = lib.moeq_checkpoint_find(h.ptr, cstr(name, "name"), ctypes.byref(t))
         return t if st == 0 else None
 
-    def find(self, name):
-        """The C view (moeq_tensor) of a tensor, for passing on to the library; or None."""
+    def _tensor_view(self, name):
+        """The C view (moeq_tensor) of a tensor, or None; its data pointer is only good
+        while the caller holds this checkpoint's handle."""
         return self._find(self._live(), name)
 
     def __contains__(self, name):

@@ -248,20 +248,20 @@ class Config(Owner):
 
     @property
     def source_key(self):
-        return text(lib.moeq_config_source_key(self._live().ptr))
+        return text(self._call(lib.moeq_config_source_key))
 
     @property
     def format(self):
         """Top-level format name, None when absent."""
-        return format_name(lib.moeq_config_format(self._live().ptr))
+        return format_name(self._call(lib.moeq_config_format))
 
     @property
     def version(self):
-        return text(lib.moeq_config_version(self._live().ptr))
+        return text(self._call(lib.moeq_config_version))
 
     @property
     def quantization_status(self):
-        return text(lib.moeq_config_quantization_status(self._live().ptr))
+        return text(self._call(lib.moeq_config_quantization_status))
 
     @property
     def kv_cache_scheme(self):
@@ -270,7 +270,7 @@ class Config(Owner):
 
     def raw(self, key):
         """Raw JSON text of sparsity_config/transform_config/kv_cache_scheme, or None."""
-        return text(lib.moeq_config_raw(self._live().ptr, cstr(key, "key")))
+        return text(self._call(lib.moeq_config_raw, cstr(key, "key")))
 
     @property
     def ignore(self):
@@ -308,18 +308,18 @@ class Config(Owner):
     def model_number(self, key, default=None):
         """A numeric (or boolean, as 0/1) model field such as "num_experts", or `default`."""
         out = ctypes.c_double()
-        st = lib.moeq_config_model_number(self._live().ptr, cstr(key, "key"), ctypes.byref(out))
+        st = self._call(lib.moeq_config_model_number, cstr(key, "key"), ctypes.byref(out))
         return out.value if st == 0 else default
 
     def model_string(self, key, default=None):
         """A string model field such as "scoring_func", or `default`."""
-        value = text(lib.moeq_config_model_string(self._live().ptr, cstr(key, "key")))
+        value = text(self._call(lib.moeq_config_model_string, cstr(key, "key")))
         return default if value is None else value
 
     @property
     def dequant_flags(self):
         """Flags a checkpoint written by this config's version needs (see dequantize)."""
-        return lib.moeq_config_dequant_flags(self._live().ptr)
+        return self._call(lib.moeq_config_dequant_flags)
 
     # ---- resolving, selecting, planning -------------------------------------------
 

@@ -58,7 +58,7 @@ def _param_dict(p):
         "quant_method": None if p.quant_method < 0 else name_of(STRATEGIES, p.quant_method),
         "is_transposed": bool(p.is_transposed),
         "required": bool(p.required),
-        "loaded": p.data is not None,
+        "has_data": p.data is not None,  # False once finalize released the buffer
     }
 
 
@@ -132,7 +132,7 @@ class MoELayer(Owner):
     @property
     def scheme(self):
         """The scheme the layer runs."""
-        return name_of(SCHEMES, lib.moeq_moe_scheme(self._live().ptr))
+        return name_of(SCHEMES, self._call(lib.moeq_moe_scheme))
 
     # ---- the manifest -----------------------------------------------------------
 
@@ -194,7 +194,7 @@ class MoELayer(Owner):
             names = [n for n in checkpoint.names() if n.startswith(start)]
         counts = {"loaded": 0, "skipped": 0}
         for n in names:
-            t = checkpoint.find(n)
+            t = checkpoint._tensor_view(n)
             if t is None:
                 _errors.fail("NO_MATCH", f"{checkpoint.path}: no tensor named {n!r}")
             counts[self._load_view(h, t)] += 1

@@ -22,17 +22,16 @@ import weakref
 import numpy as np
 
 from . import _errors
-from ._lib import MOEQ_MAX_DIMS, lib, moeq_tensor
+from ._lib import MOEQ_MAX_DIMS, has, lib, moeq_tensor, path
 
 
 class Handle:
     """Owns one C object; `destroy(ptr)` runs when the last reference goes."""
 
-    __slots__ = ("ptr", "kind", "_finalizer", "__weakref__")
+    __slots__ = ("ptr", "_finalizer", "__weakref__")
 
-    def __init__(self, ptr, destroy, kind):
+    def __init__(self, ptr, destroy):
         self.ptr = ptr
-        self.kind = kind
         self._finalizer = weakref.finalize(self, destroy, ptr)
 
 
@@ -108,16 +107,14 @@ ACTORDERS = _enumerate(lib.moeq_actorder_name, 0, lambda n: n == b"unknown")
 DTYPES = _enumerate(lib.moeq_dtype_name, 1, lambda n: n == b"invalid")
 
 
-def lookup(table, value, what, extra=None):
+def lookup(table, value, what):
     """A name (or already a value) from `table` -> its int value."""
     if isinstance(value, bool):
         raise TypeError(f"{what} must be a name, not a bool")
     if isinstance(value, int):
-        if value not in table.values() and (extra is None or value not in extra.values()):
+        if value not in table.values():
             _errors.fail("INVALID_ARG", f"{what} {value} is not one of {sorted(table)}")
         return value
-    if extra and value in extra:
-        return extra[value]
     if value not in table:
         _errors.fail("INVALID_ARG", f"{what} {value!r} is not one of {sorted(table)}")
     return table[value]
@@ -255,10 +252,12 @@ class _View:
 def view(address, dtype, shape, readonly, owner):
     """An ndarray over C memory at `address` that keeps `owner` referenced."""
     shape = tuple(int(n) for n in shape)
-    if not address or 0 in shape:
+    if 0 in shape:
         arr = np.zeros(shape, dtype)  # an empty tensor may have no data pointer
         arr.flags.writeable = not readonly
         return arr, None
+    if not address:
+        _errors.fail("INTERNAL", f"NULL data for a {dtype} array of shape {shape}")
     holder = _View(address, dtype, shape, readonly, owner)
     return np.asarray(holder), holder
 
@@ -271,6 +270,5 @@ def out_buffer(shape, dtype):
 def require(name):
     """Raises UnsupportedError unless the loaded library exports `name` (for functions
     declared optional in _lib.PROTOTYPES)."""
-    from ._lib import has, path
     if not has(name):
         _errors.fail("UNSUPPORTED", f"{path} has no {name}: it predates that function")

@@ -238,7 +238,7 @@ LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p
 # Functions still being written elsewhere (moeq_inspect, moeq_compress,
 # moeq_synth_write, ...) go in with required=False: the package imports
 # without them and its wrapper raises UnsupportedError until the library has
-# the symbol (see has()).
+# the symbol (call _core.require(name) first).
 # --------------------------------------------------------------------------
 
 _st = ctypes.c_int32  # moeq_status

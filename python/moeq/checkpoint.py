@@ -23,7 +23,7 @@ class Checkpoint(Owner):
         self.path = os.fspath(path)
         out = ctypes.c_void_p()
         _errors.call(lib.moeq_checkpoint_open, cstr(self.path, "path"), ctypes.byref(out))
-        self._handle = Handle(out.value, lib.moeq_checkpoint_close, "checkpoint")
+        self._handle = Handle(out.value, lib.moeq_checkpoint_close)
 
     def __repr__(self):
         state = "closed" if self.closed else f"{len(self)} tensors"

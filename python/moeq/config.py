@@ -32,18 +32,34 @@ def _torch_dtype(value):
     return _TORCH_DTYPE.get(dtype_name(value)) if value else None
 
 
-class QuantArgs(dict):
+class _ReadOnlyDict(dict):
+    """A dict that refuses changes: it mirrors a C struct that would not follow them."""
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} is read-only (it mirrors the library's struct); "
+                        f"copy it with dict(...)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self):
+        return (dict, (dict(self),))
+
+
+class QuantArgs(_ReadOnlyDict):
     """One QuantizationArgs after compressed-tensors' defaults and derivations.
 
     A dict with compressed-tensors' keys, equal to what ``moeq plan --json``
     prints for it (actorder, block_structure, dynamic, group_size, num_bits,
     observer, scale_dtype, strategy, symmetric, type, zp_dtype).  It also
     carries the C struct, so it can be handed back to dequantize() and
-    MoELayer().  Build one from a plain dict with moeq.quant_args()."""
+    MoELayer(), and is therefore read-only.  Build one from a plain dict
+    with moeq.quant_args()."""
 
     def __init__(self, c_args, owner):
         a = c_args
-        super().__init__(
+        dict.__init__(
+            self,
             actorder=None if a.actorder == 0 else name_of(ACTORDERS, a.actorder),
             block_structure=[a.block_rows, a.block_cols] if a.block_rows > 0 else None,
             dynamic="local" if a.dynamic == 2 else bool(a.dynamic),
@@ -104,17 +120,18 @@ def args_pointer(args, what):
     return ctypes.pointer(qa._c), qa
 
 
-class Resolution(dict):
+class Resolution(_ReadOnlyDict):
     """What moeq_resolve/moeq_resolve_moe say about one name.
 
     Keys: name, status ("quantized", "ignored", "unmatched"), group,
     group_index, target, format, weights, input_activations,
     output_activations (QuantArgs or None), ignore_index, order_disagrees,
-    fused, other_group_index.  Pass it to Config.select()."""
+    fused, other_group_index.  Read-only; pass it to Config.select()."""
 
     def __init__(self, name, c_res, handle):
         r = c_res
-        super().__init__(
+        dict.__init__(
+            self,
             name=name,
             status=MATCH_STATUS[r.status] if 0 <= r.status < 3 else r.status,
             group=text(r.group_name),
@@ -218,7 +235,7 @@ class Config(Owner):
 
     @classmethod
     def _wrap(cls, out):
-        return cls(Handle(out.value, lib.moeq_config_destroy, "config"))
+        return cls(Handle(out.value, lib.moeq_config_destroy))
 
     @classmethod
     def parse(cls, json, strict_keys=False, regex_match_limit=0):

@@ -33,7 +33,7 @@ class Context(Owner):
         opts.force_ref = 1 if force_ref else 0
         out = ctypes.c_void_p()
         _errors.call(lib.moeq_ctx_create, ctypes.byref(opts), ctypes.byref(out))
-        self._handle = Handle(out.value, lib.moeq_ctx_destroy, "context")
+        self._handle = Handle(out.value, lib.moeq_ctx_destroy)
         self.lock = threading.Lock()
 
 
@@ -109,7 +109,7 @@ class MoELayer(Owner):
         out = ctypes.c_void_p()
         _errors.call(lib.moeq_moe_create, ctypes.byref(c), ctypes.byref(out))
         del keep_w, keep_a, projs, emap  # the library copied what it keeps
-        self._handle = Handle(out.value, lib.moeq_moe_destroy, "MoE layer")
+        self._handle = Handle(out.value, lib.moeq_moe_destroy)
         self.prefix = prefix
         self.num_experts = c.num_experts
         self.hidden_size = c.hidden_size

@@ -156,3 +156,21 @@ def test_closed_config_refuses_calls_but_its_results_stay_valid():
     # The resolution still holds the config: its pointers are good.
     assert moeq.select(res)[0] == "wna16"
     assert weights.summary == "int4 group(64) sym static"
+
+
+def test_results_are_read_only_and_pickle(glm):
+    import pickle
+
+    res = glm.resolve_moe("model.layers.3.mlp.experts", 4)
+    w = res["weights"]
+    for change in (lambda: w.__setitem__("num_bits", 8), lambda: w.update(num_bits=8),
+                   lambda: w.pop("num_bits"), lambda: res.__setitem__("group", "x")):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert w["num_bits"] == 4
+    again = pickle.loads(pickle.dumps(w))
+    assert isinstance(again, moeq.QuantArgs) and again == w
+    assert again.summary == w.summary
+    assert pickle.loads(pickle.dumps(res)) == dict(res)
+    edited = dict(w, num_bits=8)  # the way to change one: a new dict
+    assert moeq.quant_args(edited).summary == "int8 group(64) sym static"

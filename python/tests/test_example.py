@@ -35,10 +35,17 @@ def make_model_dir(path):
     moeq.safetensors_write(str(path / "model.safetensors"), tensors)
 
 
+def run_example(*args):
+    """Runs the script with the moeq package and library this test uses."""
+    env = dict(os.environ, MOEQ_LIBRARY=moeq.library_path,
+               PYTHONPATH=os.path.dirname(os.path.dirname(moeq.__file__)))
+    return subprocess.run([sys.executable, EXAMPLE, *args], capture_output=True, text=True,
+                          env=env)
+
+
 def test_example_runs(tmp_path):
     make_model_dir(tmp_path)
-    proc = subprocess.run([sys.executable, EXAMPLE, str(tmp_path), "--tokens", "3"],
-                          capture_output=True, text=True, env=dict(os.environ))
+    proc = run_example(str(tmp_path), "--tokens", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "config: 2 groups, format pack-quantized" in out
@@ -51,6 +58,5 @@ def test_example_runs(tmp_path):
 
 
 def test_example_reports_a_bad_directory(tmp_path):
-    proc = subprocess.run([sys.executable, EXAMPLE, str(tmp_path / "absent")],
-                          capture_output=True, text=True)
+    proc = run_example(str(tmp_path / "absent"))
     assert proc.returncode != 0 and "absent" in proc.stderr

@@ -120,6 +120,18 @@ def lookup(table, value, what):
     return table[value]
 
 
+def int32(value, what, unsigned=False):
+    """An int argument checked against the C type's range (ctypes would wrap it silently)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if not (isinstance(value, (float, np.floating)) and float(value).is_integer()):
+            raise TypeError(f"{what} must be an integer, not {value!r}")
+    v = int(value)
+    lo, hi = (0, 2**32 - 1) if unsigned else (-2**31, 2**31 - 1)
+    if not lo <= v <= hi:
+        _errors.fail("INVALID_ARG", f"{what} is {v}, outside the C type's range {lo}..{hi}")
+    return v
+
+
 def name_of(table, value):
     for name, v in table.items():
         if v == value:

@@ -6,7 +6,7 @@ import os
 
 from . import _errors
 from ._core import (ACTORDERS, Handle, Owner, SCHEMES, STRATEGIES, cstr, dtype_name,
-                    format_name, format_value, lookup, name_of, text)
+                    format_name, format_value, int32, lookup, name_of, text)
 from ._lib import (lib, moeq_config_options, moeq_fused_name, moeq_group_view, moeq_plan_options,
                    moeq_quant_args, moeq_resolution, moeq_resolve_options, moeq_select_options,
                    moeq_selection)
@@ -230,7 +230,8 @@ class Config(Owner):
     def _options(strict_keys, regex_match_limit):
         opts = moeq_config_options()
         opts.strict_keys = 1 if strict_keys else 0
-        opts.regex_match_limit = regex_match_limit
+        opts.regex_match_limit = int32(regex_match_limit, "regex_match_limit",
+                                       unsigned=True)
         return opts
 
     @classmethod
@@ -363,7 +364,7 @@ class Config(Owner):
         opts, keep = _resolve_options(precedence, fused)
         projs = _proj_array(proj_names)
         out = moeq_resolution()
-        _errors.call(lib.moeq_resolve_moe, h.ptr, cstr(prefix, "prefix"), int(num_experts),
+        _errors.call(lib.moeq_resolve_moe, h.ptr, cstr(prefix, "prefix"), int32(num_experts, "num_experts", unsigned=True),
                      projs, opts, ctypes.byref(out))
         del keep
         return Resolution(prefix, out, h)
@@ -395,7 +396,7 @@ class Config(Owner):
         popts.resolve = ropts
         popts.select = ctypes.pointer(sopts)
         popts.json = 1 if json else 0
-        popts.threads = int(threads)
+        popts.threads = int32(threads, "threads")
         out = ctypes.c_void_p()
         errors = ctypes.c_uint32()
         _errors.call(lib.moeq_plan, h.ptr, data, len(data), ctypes.byref(popts),

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _errors
 from ._core import (Handle, Owner, SCHEMES, STRATEGIES, as_c_array, cstr, dtype_name,
-                    dtype_value, fill_tensor, format_value, lookup, name_of, numpy_dtype,
+                    dtype_value, fill_tensor, format_value, int32, lookup, name_of, numpy_dtype,
                     text, view)
 from ._lib import lib, moeq_ctx_options, moeq_moe_config, moeq_param, moeq_tensor
 from .config import _proj_array, args_pointer
@@ -29,12 +29,12 @@ class Context(Owner):
 
     def __init__(self, threads=0, force_ref=False):
         opts = moeq_ctx_options()
-        opts.threads = int(threads)
+        opts.threads = int32(threads, "threads")
         opts.force_ref = 1 if force_ref else 0
         out = ctypes.c_void_p()
         _errors.call(lib.moeq_ctx_create, ctypes.byref(opts), ctypes.byref(out))
         self._handle = Handle(out.value, lib.moeq_ctx_destroy)
-        self.lock = threading.Lock()
+        self._lock = threading.Lock()
 
 
 _thread_contexts = threading.local()
@@ -83,12 +83,12 @@ class MoELayer(Owner):
         c.weights, keep_w = args_pointer(weights_args, "weights_args")
         c.input_activations, keep_a = args_pointer(input_args, "input_args")
         c.format = format_value(format)
-        c.dequant_flags = int(dequant_flags)
+        c.dequant_flags = int32(dequant_flags, "dequant_flags", unsigned=True)
         c.prefix = cstr(prefix, "prefix") if prefix is not None else None
         projs = _proj_array(proj_names)
         c.proj_names = projs
-        c.num_experts = int(num_experts)
-        c.num_local_experts = int(num_local_experts)
+        c.num_experts = int32(num_experts, "num_experts")
+        c.num_local_experts = int32(num_local_experts, "num_local_experts")
         emap = None
         if expert_map is not None:
             emap = np.ascontiguousarray(expert_map, dtype="<i4")
@@ -96,9 +96,9 @@ class MoELayer(Owner):
                 _errors.fail("SHAPE", f"expert_map has shape {emap.shape}, expected "
                                       f"({c.num_experts},)")
             c.expert_map = emap.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
-        c.first_expert = int(first_expert)
-        c.hidden_size = int(hidden_size)
-        c.intermediate_size = int(intermediate_size)
+        c.first_expert = int32(first_expert, "first_expert")
+        c.hidden_size = int32(hidden_size, "hidden_size")
+        c.intermediate_size = int32(intermediate_size, "intermediate_size")
         c.activation = lookup(ACTIVATIONS, activation, "activation")
         c.swiglu_alpha = float(swiglu_alpha)
         c.swiglu_limit = float(swiglu_limit)
@@ -257,7 +257,7 @@ class MoELayer(Owner):
                 ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
                 wts.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), dtype_value(out_dt),
                 out.ctypes.data)
-        with ctx.lock:
+        with ctx._lock:
             if self._finalized:
                 _errors.call(lib.moeq_moe_apply, *args)
             else:

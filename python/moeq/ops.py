@@ -5,7 +5,8 @@ import ctypes
 import numpy as np
 
 from . import _errors
-from ._core import cstr, dtype_value, format_value, lookup, out_buffer, tensor_array
+from ._core import (cstr, dtype_value, format_value, int32, lookup, out_buffer,
+                    tensor_array)
 from ._lib import lib, moeq_route_config
 from .config import args_pointer
 
@@ -42,7 +43,7 @@ def dequantize(weights_args, format, tensors, module="", flags=0, out_dtype="F32
     arr, keep = tensor_array(items)
     mod = cstr(module or "", "module")
     shape = (ctypes.c_int64 * 2)()
-    common = (args, fmt, int(flags), mod, arr, len(items), dtype_value(out_dtype))
+    common = (args, fmt, int32(flags, "flags", unsigned=True), mod, arr, len(items), dtype_value(out_dtype))
     _errors.call(lib.moeq_dequantize, *common, None, 0, shape)
     out, ptr = out_buffer((shape[0], shape[1]), OUT_DTYPES[out_dtype])
     _errors.call(lib.moeq_dequantize, *common, ptr, out.nbytes, shape)
@@ -62,11 +63,11 @@ def route(logits, top_k, scoring="softmax", renormalize=True, num_expert_group=0
     tokens, experts = x.shape
     cfg = moeq_route_config()
     cfg.num_experts = experts
-    cfg.top_k = int(top_k)
+    cfg.top_k = int32(top_k, "top_k")
     cfg.scoring = lookup(SCORINGS, scoring, "scoring")
     cfg.renormalize = 1 if renormalize else 0
-    cfg.num_expert_group = int(num_expert_group)
-    cfg.topk_group = int(topk_group)
+    cfg.num_expert_group = int32(num_expert_group, "num_expert_group")
+    cfg.topk_group = int32(topk_group, "topk_group")
     cfg.routed_scaling_factor = float(routed_scaling_factor)
     bias = None
     if correction_bias is not None:

@@ -128,3 +128,16 @@ def test_json_error_names_the_byte():
     with pytest.raises(moeq.JSONError, match=r"byte \d+") as info:
         moeq.Config.parse(b'{"a": [1, 2,, 3]}')
     assert "line 1" in info.value.message
+
+
+def test_integers_outside_the_c_types_are_refused(glm):
+    # ctypes would wrap them silently (2**32 + 1 -> 1).
+    with pytest.raises(moeq.InvalidArgumentError, match="top_k is 4294967297"):
+        moeq.route(np.zeros((1, 4), np.float32), 2**32 + 1)
+    with pytest.raises(moeq.InvalidArgumentError, match="num_experts is -1"):
+        glm.resolve_moe("model.layers.3.mlp.experts", -1)
+    with pytest.raises(moeq.InvalidArgumentError, match="regex_match_limit"):
+        moeq.Config.parse("{}", regex_match_limit=2**32)
+    with pytest.raises(TypeError, match="integer"):
+        moeq.route(np.zeros((1, 4), np.float32), 1.5)
+    assert moeq.route(np.zeros((1, 4), np.float32), 2.0)[0].shape == (1, 2)

@@ -120,6 +120,17 @@ def lookup(table, value, what):
     return table[value]
 
 
+def c_list(h, count_fn, get_fn, struct_cls):
+    """Every item of a counted C list: count_fn(ptr) items, get_fn(ptr, i, &item) each."""
+    items = []
+    for i in range(count_fn(h.ptr)):
+        item = struct_cls()
+        if get_fn(h.ptr, i, ctypes.byref(item)) != 0:
+            _errors.fail("INTERNAL", f"{get_fn.__name__}({i}) failed for an index below its count")
+        items.append(item)
+    return items
+
+
 def int32(value, what, unsigned=False):
     """An int argument checked against the C type's range (ctypes would wrap it silently)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

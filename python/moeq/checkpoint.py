@@ -5,7 +5,7 @@ import json
 import os
 
 from . import _errors
-from ._core import Handle, Owner, cstr, dtype_name, numpy_dtype, tensor_array, text, view
+from ._core import Handle, Owner, c_list, cstr, dtype_name, numpy_dtype, tensor_array, text, view
 from ._lib import lib, moeq_tensor
 
 
@@ -32,16 +32,11 @@ class Checkpoint(Owner):
     def __len__(self):
         return self._call(lib.moeq_checkpoint_tensor_count)
 
-    def _at(self, h, i):
-        t = moeq_tensor()
-        if lib.moeq_checkpoint_tensor(h.ptr, i, ctypes.byref(t)) != 0:
-            _errors.fail("INTERNAL", f"moeq_checkpoint_tensor({i}) failed")
-        return t
-
     def names(self):
         """Every tensor name, in name order."""
         h = self._live()
-        return [text(self._at(h, i).name) for i in range(lib.moeq_checkpoint_tensor_count(h.ptr))]
+        return [text(t.name) for t in c_list(h, lib.moeq_checkpoint_tensor_count,
+                                              lib.moeq_checkpoint_tensor, moeq_tensor)]
 
     def __iter__(self):
         return iter(self.names())

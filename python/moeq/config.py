@@ -5,8 +5,8 @@ import json as _json
 import os
 
 from . import _errors
-from ._core import (ACTORDERS, Handle, Owner, SCHEMES, STRATEGIES, cstr, dtype_name,
-                    format_name, format_value, int32, lookup, name_of, text)
+from ._core import (ACTORDERS, Handle, Owner, SCHEMES, STRATEGIES, c_list, cstr, dtype_name,
+                    format_name, int32, lookup, name_of, text)
 from ._lib import (lib, moeq_config_options, moeq_fused_name, moeq_group_view, moeq_plan_options,
                    moeq_quant_args, moeq_resolution, moeq_resolve_options, moeq_select_options,
                    moeq_selection)
@@ -306,22 +306,16 @@ class Config(Owner):
     def groups(self):
         """The config groups in JSON order, as dicts."""
         h = self._live()
-        groups = []
-        for i in range(lib.moeq_config_group_count(h.ptr)):
-            g = moeq_group_view()
-            if lib.moeq_config_group(h.ptr, i, ctypes.byref(g)) != 0:
-                _errors.fail("INTERNAL", f"moeq_config_group({i}) failed")
-            groups.append({
-                "name": text(g.name),
-                "index": g.index,
-                "targets": [text(g.targets[t]) for t in range(g.n_targets)],
-                "weights": _args_or_none(g.weights, h),
-                "input_activations": _args_or_none(g.input_activations, h),
-                "output_activations": _args_or_none(g.output_activations, h),
-                "format": format_name(g.format),
-                "preset": bool(g.preset),
-            })
-        return groups
+        return [{
+            "name": text(g.name),
+            "index": g.index,
+            "targets": [text(g.targets[t]) for t in range(g.n_targets)],
+            "weights": _args_or_none(g.weights, h),
+            "input_activations": _args_or_none(g.input_activations, h),
+            "output_activations": _args_or_none(g.output_activations, h),
+            "format": format_name(g.format),
+            "preset": bool(g.preset),
+        } for g in c_list(h, lib.moeq_config_group_count, lib.moeq_config_group, moeq_group_view)]
 
     def model_number(self, key, default=None):
         """A numeric (or boolean, as 0/1) model field such as "num_experts", or `default`."""

@@ -7,7 +7,7 @@ import weakref
 import numpy as np
 
 from . import _errors
-from ._core import (Handle, Owner, SCHEMES, STRATEGIES, as_c_array, cstr, dtype_name,
+from ._core import (Handle, Owner, SCHEMES, STRATEGIES, as_c_array, c_list, cstr, dtype_name,
                     dtype_value, fill_tensor, format_value, int32, lookup, name_of, numpy_dtype,
                     text, view)
 from ._lib import lib, moeq_ctx_options, moeq_moe_config, moeq_param, moeq_tensor
@@ -139,13 +139,8 @@ class MoELayer(Owner):
     def params(self):
         """The parameter manifest: one dict per parameter (name, dtype, shape, ...)."""
         h = self._live()
-        out = []
-        for i in range(lib.moeq_moe_param_count(h.ptr)):
-            p = moeq_param()
-            if lib.moeq_moe_param(h.ptr, i, ctypes.byref(p)) != 0:
-                _errors.fail("INTERNAL", f"moeq_moe_param({i}) failed")
-            out.append(_param_dict(p))
-        return out
+        return [_param_dict(p)
+                for p in c_list(h, lib.moeq_moe_param_count, lib.moeq_moe_param, moeq_param)]
 
     def param_array(self, name):
         """A writable ndarray over a parameter's buffer (before finalize only).

@@ -8,7 +8,7 @@ import pytest
 
 import moeq
 
-from conftest import GLM, config_paths
+from conftest import config_paths
 
 # Layer names covering the configs' targets and ignore lists: attention,
 # fused names, dense MLP, routers, MoE layers with default and custom

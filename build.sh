@@ -8,6 +8,8 @@
 # Works on a fresh Debian 12 as root (or with sudo): missing Debian packages
 # are installed with apt-get.  The build goes to ./build (override with
 # MOEQ_BUILD_DIR); extra CMake arguments can be passed in MOEQ_CMAKE_ARGS.
+# `test` also makes a Python venv in the build directory with numpy and pytest
+# (from PyPI, once) for the Python binding's tests.
 set -eu
 
 cd "$(dirname "$0")"
@@ -45,12 +47,40 @@ install_missing() {
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 }
 
+# Configures once (later runs keep the cache), applying any -D arguments given
+# here to an existing cache too; then builds.
 configure_and_build() {
     if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
         # shellcheck disable=SC2086
-        cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${MOEQ_CMAKE_ARGS:-}
+        cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${MOEQ_CMAKE_ARGS:-} "$@"
+    elif [ $# -gt 0 ]; then
+        cmake -S . -B "$BUILD_DIR" "$@"
     fi
     cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+}
+
+# The venv the Python binding's tests (ctest python_binding) and the numpy
+# cross-checks run with: $BUILD_DIR/venv with numpy and pytest, made when
+# missing.  If pip fails the build goes on, and configuring says loudly that
+# python_binding will fail (the test stays registered and fails).
+python_venv() {
+    case "$BUILD_DIR" in
+        /*) VENV="$BUILD_DIR/venv" ;;
+        *) VENV="$(pwd)/$BUILD_DIR/venv" ;;
+    esac
+    VENV_PYTHON="$VENV/bin/python"
+    if [ -x "$VENV_PYTHON" ] && "$VENV_PYTHON" -c "import numpy, pytest" 2>/dev/null; then
+        return 0
+    fi
+    echo "build.sh: installing numpy and pytest into $VENV"
+    # A venv that an earlier failure left without pip is made again.
+    if { "$VENV_PYTHON" -m pip --version >/dev/null 2>&1 || python3 -m venv --clear "$VENV"; } &&
+        "$VENV_PYTHON" -m pip install --disable-pip-version-check -q numpy pytest &&
+        "$VENV_PYTHON" -c "import numpy, pytest"; then
+        return 0
+    fi
+    echo "build.sh: could not install numpy and pytest into $VENV:" \
+        "the python_binding test will fail" >&2
 }
 
 case "$ACTION" in
@@ -61,7 +91,9 @@ case "$ACTION" in
         ;;
     test)
         install_missing
-        configure_and_build
+        python_venv
+        configure_and_build "-DMOEQ_PYTHON=$VENV_PYTHON" \
+            "-DMOEQ_CROSSCHECK_PYTHON=$VENV_PYTHON"
         cd "$BUILD_DIR"
         exec ctest --output-on-failure --timeout 1800
         ;;

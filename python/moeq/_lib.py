@@ -1,0 +1,416 @@
+"""Loading libmoeq and declaring its C API for ctypes.
+
+Everything ctypes needs to know about moeq.h lives in this file: the struct
+mirrors (field for field, same fixed-width types) and one table of function
+prototypes.  The rest of the package calls ``lib.moeq_*`` and never declares a
+type of its own.
+
+Where the library comes from, first match wins:
+
+1. ``MOEQ_LIBRARY``: the full path of a libmoeq shared library.  When it is
+   set and cannot be loaded, importing fails (no silent fallback to another
+   copy).
+2. A copy inside this package directory (``libmoeq.so``, ``libmoeq.so.0``, ...).
+3. The system loader: ``ctypes.util.find_library("moeq")``, then
+   ``libmoeq.so.0``.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import sys
+
+from ._version import __version__
+
+# The package speaks to the library of its own major.minor version.
+EXPECTED_VERSION = tuple(int(part) for part in __version__.split(".")[:2])
+
+MOEQ_ERROR_MESSAGE_SIZE = 2048
+MOEQ_SELECT_REASON_SIZE = 2048
+MOEQ_MAX_DIMS = 8
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGED_NAMES = ("libmoeq.so", "libmoeq.so.0", "libmoeq.dylib", "libmoeq.0.dylib", "moeq.dll")
+
+
+# --------------------------------------------------------------------------
+# Struct mirrors of moeq.h (keep in the header's order; tests compare every
+# offset and size with the C compiler's).
+# --------------------------------------------------------------------------
+
+c_int32_p = ctypes.POINTER(ctypes.c_int32)
+c_float_p = ctypes.POINTER(ctypes.c_float)
+
+
+class moeq_error(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_int32),
+        ("message", ctypes.c_char * MOEQ_ERROR_MESSAGE_SIZE),
+    ]
+
+
+class moeq_quant_args(ctypes.Structure):
+    _fields_ = [
+        ("num_bits", ctypes.c_int32),
+        ("type", ctypes.c_int32),
+        ("symmetric", ctypes.c_int32),
+        ("group_size", ctypes.c_int32),
+        ("strategy", ctypes.c_int32),
+        ("strategy_given", ctypes.c_int32),
+        ("block_rows", ctypes.c_int32),
+        ("block_cols", ctypes.c_int32),
+        ("dynamic", ctypes.c_int32),
+        ("actorder", ctypes.c_int32),
+        ("scale_dtype", ctypes.c_int32),
+        ("zp_dtype", ctypes.c_int32),
+        ("observer", ctypes.c_char_p),
+    ]
+
+
+moeq_quant_args_p = ctypes.POINTER(moeq_quant_args)
+
+
+class moeq_config_options(ctypes.Structure):
+    _fields_ = [
+        ("strict_keys", ctypes.c_int32),
+        ("regex_match_limit", ctypes.c_uint32),
+    ]
+
+
+class moeq_group_view(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("index", ctypes.c_uint32),
+        ("n_targets", ctypes.c_uint32),
+        ("targets", ctypes.POINTER(ctypes.c_char_p)),
+        ("weights", moeq_quant_args_p),
+        ("input_activations", moeq_quant_args_p),
+        ("output_activations", moeq_quant_args_p),
+        ("format", ctypes.c_int32),
+        ("preset", ctypes.c_int32),
+    ]
+
+
+class moeq_fused_name(ctypes.Structure):
+    _fields_ = [
+        ("fused", ctypes.c_char_p),
+        ("n_shards", ctypes.c_uint32),
+        ("shards", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
+class moeq_resolve_options(ctypes.Structure):
+    _fields_ = [
+        ("precedence", ctypes.c_int32),
+        ("n_fused", ctypes.c_uint32),
+        ("fused", ctypes.POINTER(moeq_fused_name)),
+        ("no_fused", ctypes.c_int32),
+    ]
+
+
+class moeq_resolution(ctypes.Structure):
+    _fields_ = [
+        ("status", ctypes.c_int32),
+        ("group_index", ctypes.c_int32),
+        ("group_name", ctypes.c_char_p),
+        ("target", ctypes.c_char_p),
+        ("format", ctypes.c_int32),
+        ("weights", moeq_quant_args_p),
+        ("input_activations", moeq_quant_args_p),
+        ("output_activations", moeq_quant_args_p),
+        ("ignore_index", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+        ("other_group_index", ctypes.c_int32),
+    ]
+
+
+class moeq_select_options(ctypes.Structure):
+    _fields_ = [
+        ("platform", ctypes.c_int32),
+        ("prefer_mxint4", ctypes.c_int32),
+    ]
+
+
+class moeq_selection(ctypes.Structure):
+    _fields_ = [
+        ("scheme", ctypes.c_int32),
+        ("reason", ctypes.c_char * MOEQ_SELECT_REASON_SIZE),
+    ]
+
+
+class moeq_plan_options(ctypes.Structure):
+    _fields_ = [
+        ("resolve", ctypes.POINTER(moeq_resolve_options)),
+        ("select", ctypes.POINTER(moeq_select_options)),
+        ("json", ctypes.c_int32),
+        ("threads", ctypes.c_int32),
+    ]
+
+
+class moeq_tensor(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MOEQ_MAX_DIMS),
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_uint64),
+        ("file", ctypes.c_char_p),
+    ]
+
+
+class moeq_route_config(ctypes.Structure):
+    _fields_ = [
+        ("num_experts", ctypes.c_int32),
+        ("top_k", ctypes.c_int32),
+        ("scoring", ctypes.c_int32),
+        ("renormalize", ctypes.c_int32),
+        ("num_expert_group", ctypes.c_int32),
+        ("topk_group", ctypes.c_int32),
+        ("correction_bias", c_float_p),
+        ("routed_scaling_factor", ctypes.c_float),
+    ]
+
+
+class moeq_moe_config(ctypes.Structure):
+    _fields_ = [
+        ("scheme", ctypes.c_int32),
+        ("weights", moeq_quant_args_p),
+        ("input_activations", moeq_quant_args_p),
+        ("format", ctypes.c_int32),
+        ("dequant_flags", ctypes.c_uint32),
+        ("prefix", ctypes.c_char_p),
+        ("proj_names", ctypes.POINTER(ctypes.c_char_p)),
+        ("num_experts", ctypes.c_int32),
+        ("num_local_experts", ctypes.c_int32),
+        ("expert_map", c_int32_p),
+        ("first_expert", ctypes.c_int32),
+        ("hidden_size", ctypes.c_int32),
+        ("intermediate_size", ctypes.c_int32),
+        ("activation", ctypes.c_int32),
+        ("swiglu_alpha", ctypes.c_float),
+        ("swiglu_limit", ctypes.c_float),
+        ("params_dtype", ctypes.c_int32),
+        ("has_bias", ctypes.c_int32),
+        ("routed_scaling_factor", ctypes.c_float),
+        ("apply_router_weight_on_input", ctypes.c_int32),
+    ]
+
+
+class moeq_param(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * 4),
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_uint64),
+        ("ckpt_suffix", ctypes.c_char_p),
+        ("layout", ctypes.c_int32),
+        ("quant_method", ctypes.c_int32),
+        ("is_transposed", ctypes.c_int32),
+        ("required", ctypes.c_int32),
+    ]
+
+
+class moeq_ctx_options(ctypes.Structure):
+    _fields_ = [
+        ("threads", ctypes.c_int32),
+        ("force_ref", ctypes.c_int32),
+    ]
+
+
+# Every struct above, by its C name (the ABI layout test walks this).
+STRUCTS = {
+    cls.__name__: cls
+    for cls in (
+        moeq_error, moeq_quant_args, moeq_config_options, moeq_group_view, moeq_fused_name,
+        moeq_resolve_options, moeq_resolution, moeq_select_options, moeq_selection,
+        moeq_plan_options, moeq_tensor, moeq_route_config, moeq_moe_config, moeq_param,
+        moeq_ctx_options,
+    )
+}
+
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
+
+# --------------------------------------------------------------------------
+# Function prototypes: name -> (restype, argtypes, required).
+# Functions still being written elsewhere (moeq_inspect, moeq_compress,
+# moeq_synth_write, ...) go in with required=False: the package imports
+# without them and its wrapper raises UnsupportedError until the library has
+# the symbol (call _core.require(name) first).
+# --------------------------------------------------------------------------
+
+_st = ctypes.c_int32  # moeq_status
+_h = ctypes.c_void_p  # an opaque handle
+_hp = ctypes.POINTER(ctypes.c_void_p)  # OUT handle
+_e = ctypes.POINTER(moeq_error)
+_s = ctypes.c_char_p
+_u32 = ctypes.c_uint32
+_i32 = ctypes.c_int32
+_i64 = ctypes.c_int64
+_u64 = ctypes.c_uint64
+_sz = ctypes.c_size_t
+_tp = ctypes.POINTER(moeq_tensor)
+
+PROTOTYPES = {
+    # version, status, dtypes, names
+    "moeq_version": (_s, [], True),
+    "moeq_version_number": (_i32, [], True),
+    "moeq_status_name": (_s, [_i32], True),
+    "moeq_status_str": (_s, [_i32], True),
+    "moeq_error_clear": (None, [_e], True),
+    "moeq_set_log_callback": (None, [LOG_FN, ctypes.c_void_p], True),
+    "moeq_dtype_name": (_s, [_i32], True),
+    "moeq_dtype_size": (_sz, [_i32], True),
+    "moeq_dtype_from_name": (_i32, [_s], True),
+    "moeq_actorder_is_group": (_i32, [_i32], True),
+    "moeq_strategy_name": (_s, [_i32], True),
+    "moeq_actorder_name": (_s, [_i32], True),
+    "moeq_quant_args_summary": (_sz, [moeq_quant_args_p, ctypes.c_char_p, _sz], True),
+    "moeq_format_name": (_s, [_i32], True),
+    "moeq_free": (None, [ctypes.c_void_p], True),
+    # config
+    "moeq_config_parse": (
+        _st, [ctypes.c_void_p, _sz, ctypes.POINTER(moeq_config_options), _hp, _e], True),
+    "moeq_config_load": (_st, [_s, ctypes.POINTER(moeq_config_options), _hp, _e], True),
+    "moeq_config_destroy": (None, [_h], True),
+    "moeq_config_source_key": (_s, [_h], True),
+    "moeq_config_format": (_i32, [_h], True),
+    "moeq_config_version": (_s, [_h], True),
+    "moeq_config_quantization_status": (_s, [_h], True),
+    "moeq_config_raw": (_s, [_h, _s], True),
+    "moeq_config_kv_cache_scheme": (moeq_quant_args_p, [_h], True),
+    "moeq_config_ignore_count": (_u32, [_h], True),
+    "moeq_config_ignore": (_s, [_h, _u32], True),
+    "moeq_config_warning_count": (_u32, [_h], True),
+    "moeq_config_warning": (_s, [_h, _u32], True),
+    "moeq_config_group_count": (_u32, [_h], True),
+    "moeq_config_group": (_st, [_h, _u32, ctypes.POINTER(moeq_group_view)], True),
+    "moeq_config_model_number": (_st, [_h, _s, ctypes.POINTER(ctypes.c_double)], True),
+    "moeq_config_model_string": (_s, [_h, _s], True),
+    "moeq_config_dequant_flags": (_u32, [_h], True),
+    # resolve, select, plan
+    "moeq_resolve": (
+        _st, [_h, _s, _i32, ctypes.POINTER(moeq_resolve_options),
+              ctypes.POINTER(moeq_resolution), _e], True),
+    "moeq_resolve_moe": (
+        _st, [_h, _s, _u32, ctypes.POINTER(ctypes.c_char_p),
+              ctypes.POINTER(moeq_resolve_options), ctypes.POINTER(moeq_resolution), _e], True),
+    "moeq_scheme_name": (_s, [_i32], True),
+    "moeq_scheme_from_name": (_i32, [_s], True),
+    "moeq_scheme_summary": (_s, [_i32], True),
+    "moeq_select": (
+        _st, [ctypes.POINTER(moeq_resolution), _s, ctypes.POINTER(moeq_select_options),
+              ctypes.POINTER(moeq_selection), _e], True),
+    "moeq_plan": (
+        _st, [_h, ctypes.c_void_p, _sz, ctypes.POINTER(moeq_plan_options), _hp,
+              ctypes.POINTER(_u32), _e], True),
+    # checkpoints, dequantization
+    "moeq_checkpoint_open": (_st, [_s, _hp, _e], True),
+    "moeq_checkpoint_close": (None, [_h], True),
+    "moeq_checkpoint_tensor_count": (_u64, [_h], True),
+    "moeq_checkpoint_tensor": (_st, [_h, _u64, _tp], True),
+    "moeq_checkpoint_find": (_st, [_h, _s, _tp], True),
+    "moeq_safetensors_write": (_st, [_s, _tp, _u32, _s, _e], True),
+    "moeq_dequantize": (
+        _st, [moeq_quant_args_p, _i32, _u32, _s, _tp, _u32, _i32, ctypes.c_void_p, _u64,
+              ctypes.POINTER(_i64), _e], True),
+    # routing
+    "moeq_route": (
+        _st, [ctypes.POINTER(moeq_route_config), c_float_p, _i64, c_int32_p, c_float_p, _e],
+        True),
+    # MoE layers
+    "moeq_moe_create": (_st, [ctypes.POINTER(moeq_moe_config), _hp, _e], True),
+    "moeq_moe_destroy": (None, [_h], True),
+    "moeq_moe_scheme": (_i32, [_h], True),
+    "moeq_moe_param_count": (_u32, [_h], True),
+    "moeq_moe_param": (_st, [_h, _u32, ctypes.POINTER(moeq_param)], True),
+    "moeq_moe_find_param": (_st, [_h, _s, ctypes.POINTER(moeq_param)], True),
+    "moeq_moe_load": (_st, [_h, _tp, c_int32_p, _e], True),
+    "moeq_moe_missing": (_st, [_h, _hp, ctypes.POINTER(_u32), _e], True),
+    "moeq_moe_finalize": (_st, [_h, _e], True),
+    "moeq_ctx_create": (_st, [ctypes.POINTER(moeq_ctx_options), _hp, _e], True),
+    "moeq_ctx_destroy": (None, [_h], True),
+    "moeq_moe_apply": (
+        _st, [_h, _h, _i32, ctypes.c_void_p, _i64, _i32, c_int32_p, c_float_p, _i32,
+              ctypes.c_void_p, _e], True),
+}
+
+
+def _candidates():
+    """(path or soname, where it came from) in search order."""
+    env = os.environ.get("MOEQ_LIBRARY")
+    if env:
+        return [(env, "MOEQ_LIBRARY")]
+    found = []
+    for name in _PACKAGED_NAMES:
+        path = os.path.join(_PACKAGE_DIR, name)
+        if os.path.exists(path):
+            found.append((path, "package directory"))
+    system = ctypes.util.find_library("moeq")
+    if system:
+        found.append((system, "ctypes.util.find_library"))
+    if sys.platform.startswith("linux"):
+        found.append(("libmoeq.so.0", "system loader"))
+    return found
+
+
+def _load():
+    tried = []
+    for path, origin in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as exc:
+            if origin == "MOEQ_LIBRARY":
+                raise ImportError(
+                    f"moeq: MOEQ_LIBRARY={path!r} cannot be loaded: {exc}") from exc
+            tried.append(f"{path} ({origin}: {exc})")
+    raise ImportError(
+        "moeq: libmoeq was not found.  Set MOEQ_LIBRARY to the full path of libmoeq.so "
+        "(e.g. build/libmoeq.so), copy it into " + _PACKAGE_DIR + ", or install it where the "
+        "system loader finds it." + ("  Tried: " + "; ".join(tried) if tried else ""))
+
+
+def _declare(cdll, path):
+    missing_required, available = [], set()
+    for name, (restype, argtypes, required) in PROTOTYPES.items():
+        try:
+            fn = getattr(cdll, name)
+        except AttributeError:
+            if required:
+                missing_required.append(name)
+            continue
+        fn.restype = restype
+        fn.argtypes = argtypes
+        available.add(name)
+    if missing_required:
+        raise ImportError(f"moeq: {path} lacks {', '.join(missing_required)}: it is not a "
+                          f"libmoeq this package can use")
+    return available
+
+
+def _check_version(cdll, path):
+    try:
+        cdll.moeq_version_number.restype = ctypes.c_int32
+        cdll.moeq_version_number.argtypes = []
+        cdll.moeq_version.restype = ctypes.c_char_p
+        cdll.moeq_version.argtypes = []
+    except AttributeError as exc:
+        raise ImportError(f"moeq: {path} is not libmoeq: {exc}") from exc
+    number = cdll.moeq_version_number()
+    have = (number // 10000, number // 100 % 100)
+    if have != EXPECTED_VERSION:
+        raise ImportError(
+            f"moeq: {path} is libmoeq {cdll.moeq_version().decode()} (version number "
+            f"{number}); this package needs {EXPECTED_VERSION[0]}.{EXPECTED_VERSION[1]}.x")
+
+
+lib, path = _load()
+_check_version(lib, path)  # first: a library of another version may lack symbols
+_available = _declare(lib, path)
+
+
+def has(name):
+    """True when the loaded library exports `name` (for optional functions)."""
+    return name in _available

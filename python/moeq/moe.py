@@ -1,0 +1,261 @@
+"""MoE layers (create, manifest, load, finalize, apply) and per-thread contexts."""
+
+import ctypes
+import threading
+import weakref
+
+import numpy as np
+
+from . import _errors
+from ._core import (Handle, Owner, SCHEMES, STRATEGIES, as_c_array, c_list, cstr, dtype_name,
+                    dtype_value, fill_tensor, format_value, int32, lookup, name_of, numpy_dtype,
+                    text, view)
+from ._lib import lib, moeq_ctx_options, moeq_moe_config, moeq_param, moeq_tensor
+from .config import _proj_array, args_pointer
+
+ACTIVATIONS = {"silu": 0, "gelu": 1, "gelu_tanh": 2, "swigluoai": 3}
+LAYOUTS = ("sharded", "per_shard", "shared", "derived")
+LOAD_OUTCOMES = ("loaded", "skipped")
+IO_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
+
+
+class Context(Owner):
+    """Scratch space and worker threads for MoELayer.apply.
+
+    A context serves one call at a time (a lock here enforces it); give each
+    thread its own, or let apply() use the calling thread's default one."""
+
+    _what = "context"
+
+    def __init__(self, threads=0, force_ref=False):
+        opts = moeq_ctx_options()
+        opts.threads = int32(threads, "threads")
+        opts.force_ref = 1 if force_ref else 0
+        out = ctypes.c_void_p()
+        _errors.call(lib.moeq_ctx_create, ctypes.byref(opts), ctypes.byref(out))
+        self._handle = Handle(out.value, lib.moeq_ctx_destroy)
+        self._lock = threading.Lock()
+
+
+_thread_contexts = threading.local()
+
+
+def _default_context():
+    ctx = getattr(_thread_contexts, "ctx", None)
+    if ctx is None:
+        ctx = _thread_contexts.ctx = Context()
+    return ctx
+
+
+def _param_dict(p):
+    return {
+        "name": text(p.name),
+        "dtype": dtype_name(p.dtype),
+        "shape": tuple(p.shape[i] for i in range(p.ndim)),
+        "nbytes": p.nbytes,
+        "ckpt_suffix": text(p.ckpt_suffix),
+        "layout": LAYOUTS[p.layout] if 0 <= p.layout < len(LAYOUTS) else p.layout,
+        "quant_method": None if p.quant_method < 0 else name_of(STRATEGIES, p.quant_method),
+        "is_transposed": bool(p.is_transposed),
+        "required": bool(p.required),
+        "has_data": p.data is not None,  # False once finalize released the buffer
+    }
+
+
+class MoELayer(Owner):
+    """One fused MoE layer (mirrors moeq_moe_config).
+
+    Create, fill the parameters (load() checkpoint tensors, or write through
+    param_array()), finalize(), then apply() from any number of threads,
+    each with its own Context.  scheme: a name from moeq.schemes() (usually
+    from Config.select); weights_args/input_args: QuantArgs (from a
+    resolution) or dicts; format: the resolution's format name."""
+
+    _what = "MoE layer"
+
+    def __init__(self, scheme, weights_args, input_args, format, num_experts, hidden_size,
+                 intermediate_size, *, dequant_flags=0, prefix=None, proj_names=None,
+                 num_local_experts=0, expert_map=None, first_expert=0, activation="silu",
+                 swiglu_alpha=0.0, swiglu_limit=0.0, params_dtype=None, has_bias=False,
+                 routed_scaling_factor=0.0, apply_router_weight_on_input=False):
+        c = moeq_moe_config()
+        c.scheme = lookup(SCHEMES, scheme, "scheme")
+        c.weights, keep_w = args_pointer(weights_args, "weights_args")
+        c.input_activations, keep_a = args_pointer(input_args, "input_args")
+        c.format = format_value(format)
+        c.dequant_flags = int32(dequant_flags, "dequant_flags", unsigned=True)
+        c.prefix = cstr(prefix, "prefix") if prefix is not None else None
+        projs = _proj_array(proj_names)
+        c.proj_names = projs
+        c.num_experts = int32(num_experts, "num_experts")
+        c.num_local_experts = int32(num_local_experts, "num_local_experts")
+        emap = None
+        if expert_map is not None:
+            emap = np.ascontiguousarray(expert_map, dtype="<i4")
+            if emap.shape != (c.num_experts,):
+                _errors.fail("SHAPE", f"expert_map has shape {emap.shape}, expected "
+                                      f"({c.num_experts},)")
+            c.expert_map = emap.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        c.first_expert = int32(first_expert, "first_expert")
+        c.hidden_size = int32(hidden_size, "hidden_size")
+        c.intermediate_size = int32(intermediate_size, "intermediate_size")
+        c.activation = lookup(ACTIVATIONS, activation, "activation")
+        c.swiglu_alpha = float(swiglu_alpha)
+        c.swiglu_limit = float(swiglu_limit)
+        c.params_dtype = 0 if params_dtype is None else dtype_value(params_dtype)
+        c.has_bias = 1 if has_bias else 0
+        c.routed_scaling_factor = float(routed_scaling_factor)
+        c.apply_router_weight_on_input = 1 if apply_router_weight_on_input else 0
+        out = ctypes.c_void_p()
+        _errors.call(lib.moeq_moe_create, ctypes.byref(c), ctypes.byref(out))
+        del keep_w, keep_a, projs, emap  # the library copied what it keeps
+        self._handle = Handle(out.value, lib.moeq_moe_destroy)
+        self.prefix = prefix
+        self.num_experts = c.num_experts
+        self.hidden_size = c.hidden_size
+        self._finalized = False
+        self._lock = threading.Lock()  # load/missing/finalize change or read unfinished state
+        self._views = weakref.WeakSet()  # live param_array() views, checked by finalize
+
+    @classmethod
+    def from_config(cls, config, prefix, num_experts, hidden_size, intermediate_size,
+                    proj_names=None, precedence="ct", platform="cpu", prefer_mxint4=False,
+                    **options):
+        """Resolves `prefix` in `config`, selects its scheme and creates the layer."""
+        res = config.resolve_moe(prefix, num_experts, proj_names=proj_names,
+                                 precedence=precedence)
+        scheme, _ = config.select(res, platform=platform, prefer_mxint4=prefer_mxint4)
+        return cls(scheme, res["weights"], res["input_activations"], res["format"], num_experts,
+                   hidden_size, intermediate_size, dequant_flags=config.dequant_flags,
+                   prefix=prefix, proj_names=proj_names, **options)
+
+    @property
+    def scheme(self):
+        """The scheme the layer runs."""
+        return name_of(SCHEMES, self._call(lib.moeq_moe_scheme))
+
+    # ---- the manifest -----------------------------------------------------------
+
+    def params(self):
+        """The parameter manifest: one dict per parameter (name, dtype, shape, ...)."""
+        h = self._live()
+        return [_param_dict(p)
+                for p in c_list(h, lib.moeq_moe_param_count, lib.moeq_moe_param, moeq_param)]
+
+    def param_array(self, name):
+        """A writable ndarray over a parameter's buffer (before finalize only).
+
+        finalize() refuses to run while such a view is alive, since it
+        releases the buffers."""
+        h = self._live()
+        p = moeq_param()
+        if lib.moeq_moe_find_param(h.ptr, cstr(name, "name"), ctypes.byref(p)) != 0:
+            _errors.fail("NO_MATCH", f"{self.prefix or 'MoE layer'}: no parameter named {name!r}")
+        if not p.data:
+            _errors.fail("STATE", f"{self.prefix or 'MoE layer'}: parameter {name!r} has no "
+                                  f"buffer (released by finalize)")
+        arr, holder = view(p.data, numpy_dtype(p.dtype), p.shape[:p.ndim], False, h)
+        if holder is not None:
+            self._views.add(holder)
+        return arr
+
+    # ---- loading --------------------------------------------------------------
+
+    def _load_view(self, h, tensor):
+        outcome = ctypes.c_int32()
+        with self._lock:
+            _errors.call(lib.moeq_moe_load, h.ptr, ctypes.byref(tensor), ctypes.byref(outcome))
+        return LOAD_OUTCOMES[outcome.value]
+
+    def load(self, name, array, dtype=None):
+        """Loads one checkpoint tensor ("<prefix>.<e>.<proj>.<param>") -> "loaded"/"skipped".
+
+        `array`: ndarray or (dtype, ndarray); dtype overrides (e.g. "BF16" for
+        uint16 bits)."""
+        h = self._live()
+        nb = cstr(name, "name")
+        dt, arr = as_c_array(array, dtype, what=f"tensor {name!r}")
+        t = moeq_tensor()
+        fill_tensor(t, nb, dt, arr)
+        return self._load_view(h, t)
+
+    def load_checkpoint(self, checkpoint, names=None):
+        """Loads every tensor of `checkpoint` under this layer's prefix (or `names`),
+        straight from the mapping -> {"loaded": n, "skipped": m}."""
+        h = self._live()
+        keep = checkpoint._live()  # the mapping stays while its views are passed on
+        if names is None:
+            start = (self.prefix + ".") if self.prefix else ""
+            names = [n for n in checkpoint.names() if n.startswith(start)]
+        counts = {"loaded": 0, "skipped": 0}
+        for n in names:
+            t = checkpoint._tensor_view(n)
+            if t is None:
+                _errors.fail("NO_MATCH", f"{checkpoint.path}: no tensor named {n!r}")
+            counts[self._load_view(h, t)] += 1
+        del keep
+        return counts
+
+    def missing(self):
+        """Full names of the checkpoint tensors not loaded yet."""
+        h = self._live()
+        out = ctypes.c_void_p()
+        count = ctypes.c_uint32()
+        with self._lock:
+            _errors.call(lib.moeq_moe_missing, h.ptr, ctypes.byref(out), ctypes.byref(count))
+        try:
+            listing = ctypes.string_at(out.value).decode("utf-8", "replace") if out.value else ""
+        finally:
+            lib.moeq_free(out)
+        return [line for line in listing.split("\n") if line]
+
+    def finalize(self):
+        """Checks completeness and converts the parameters for the kernels; the layer is then
+        immutable and apply() may run concurrently."""
+        h = self._live()
+        with self._lock:
+            if len(self._views):
+                _errors.fail("STATE", f"{self.prefix or 'MoE layer'}: {len(self._views)} "
+                                      f"param_array() views are still alive; finalize releases "
+                                      f"their buffers (delete them first)")
+            _errors.call(lib.moeq_moe_finalize, h.ptr)
+            self._finalized = True
+
+    # ---- the forward pass -----------------------------------------------------
+
+    def apply(self, x, topk_ids, topk_weights, ctx=None, out_dtype=None):
+        """out [T, H] = the routed experts applied to x [T, H].
+
+        x: float32, float16 or BF16 bits (uint16).  topk_ids int32 [T, k] (global
+        ids; -1 contributes nothing), topk_weights float32 [T, k] (e.g. from
+        moeq.route).  out_dtype: "F32", "F16" or "BF16" (default: x's)."""
+        h = self._live()
+        x_dt, xa = as_c_array(x, what="x")
+        if x_dt == "U16":
+            x_dt = "BF16"
+        if x_dt not in IO_DTYPES:
+            _errors.fail("DTYPE", f"x is {x_dt}; expected F32, F16 or BF16 (uint16)")
+        if xa.ndim != 2 or xa.shape[1] != self.hidden_size:
+            _errors.fail("SHAPE", f"x has shape {xa.shape}, expected [tokens, {self.hidden_size}]")
+        ids = np.ascontiguousarray(topk_ids, dtype="<i4")
+        wts = np.ascontiguousarray(topk_weights, dtype="<f4")
+        if ids.ndim != 2 or ids.shape[0] != xa.shape[0] or wts.shape != ids.shape:
+            _errors.fail("SHAPE", f"topk_ids {ids.shape} and topk_weights {wts.shape} must "
+                                  f"both be [{xa.shape[0]}, top_k]")
+        out_dt = x_dt if out_dtype is None else out_dtype
+        if out_dt not in IO_DTYPES:
+            _errors.fail("DTYPE", f"out_dtype {out_dt!r} is not F32, F16 or BF16")
+        out = np.empty(xa.shape, IO_DTYPES[out_dt])
+        ctx = _default_context() if ctx is None else ctx
+        ch = ctx._live()
+        args = (h.ptr, ch.ptr, dtype_value(x_dt), xa.ctypes.data, xa.shape[0], ids.shape[1],
+                ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+                wts.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), dtype_value(out_dt),
+                out.ctypes.data)
+        with ctx._lock:
+            if self._finalized:
+                _errors.call(lib.moeq_moe_apply, *args)
+            else:
+                with self._lock:  # not finalized: the library answers STATE
+                    _errors.call(lib.moeq_moe_apply, *args)
+        return out

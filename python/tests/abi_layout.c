@@ -1,0 +1,104 @@
+/*
+ * abi_layout.c - prints the size and field offsets of every struct in moeq.h
+ * as the C compiler lays them out, as JSON; test_abi.py compares them with
+ * the ctypes mirrors in moeq/_lib.py.
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include <moeq/moeq.h>
+
+static int first_struct = 1, first_field = 1;
+
+static void begin(const char *name, size_t size) {
+    printf("%s\n \"%s\": {\"size\": %zu, \"fields\": {", first_struct ? "" : ",", name, size);
+    first_struct = 0;
+    first_field = 1;
+}
+
+static void field(const char *name, size_t offset) {
+    printf("%s\"%s\": %zu", first_field ? "" : ", ", name, offset);
+    first_field = 0;
+}
+
+static void end(void) {
+    printf("}}");
+}
+
+#define S(type) begin(#type, sizeof(type))
+#define F(type, member) field(#member, offsetof(type, member))
+
+int main(void) {
+    printf("{");
+    S(moeq_error); F(moeq_error, code); F(moeq_error, message); end();
+    S(moeq_quant_args);
+    F(moeq_quant_args, num_bits); F(moeq_quant_args, type); F(moeq_quant_args, symmetric);
+    F(moeq_quant_args, group_size); F(moeq_quant_args, strategy);
+    F(moeq_quant_args, strategy_given); F(moeq_quant_args, block_rows);
+    F(moeq_quant_args, block_cols); F(moeq_quant_args, dynamic); F(moeq_quant_args, actorder);
+    F(moeq_quant_args, scale_dtype); F(moeq_quant_args, zp_dtype); F(moeq_quant_args, observer);
+    end();
+    S(moeq_config_options);
+    F(moeq_config_options, strict_keys); F(moeq_config_options, regex_match_limit);
+    end();
+    S(moeq_group_view);
+    F(moeq_group_view, name); F(moeq_group_view, index); F(moeq_group_view, n_targets);
+    F(moeq_group_view, targets); F(moeq_group_view, weights);
+    F(moeq_group_view, input_activations); F(moeq_group_view, output_activations);
+    F(moeq_group_view, format); F(moeq_group_view, preset);
+    end();
+    S(moeq_fused_name);
+    F(moeq_fused_name, fused); F(moeq_fused_name, n_shards); F(moeq_fused_name, shards);
+    end();
+    S(moeq_resolve_options);
+    F(moeq_resolve_options, precedence); F(moeq_resolve_options, n_fused);
+    F(moeq_resolve_options, fused); F(moeq_resolve_options, no_fused);
+    end();
+    S(moeq_resolution);
+    F(moeq_resolution, status); F(moeq_resolution, group_index); F(moeq_resolution, group_name);
+    F(moeq_resolution, target); F(moeq_resolution, format); F(moeq_resolution, weights);
+    F(moeq_resolution, input_activations); F(moeq_resolution, output_activations);
+    F(moeq_resolution, ignore_index); F(moeq_resolution, flags);
+    F(moeq_resolution, other_group_index);
+    end();
+    S(moeq_select_options);
+    F(moeq_select_options, platform); F(moeq_select_options, prefer_mxint4);
+    end();
+    S(moeq_selection); F(moeq_selection, scheme); F(moeq_selection, reason); end();
+    S(moeq_plan_options);
+    F(moeq_plan_options, resolve); F(moeq_plan_options, select); F(moeq_plan_options, json);
+    F(moeq_plan_options, threads);
+    end();
+    S(moeq_tensor);
+    F(moeq_tensor, name); F(moeq_tensor, dtype); F(moeq_tensor, ndim); F(moeq_tensor, shape);
+    F(moeq_tensor, data); F(moeq_tensor, nbytes); F(moeq_tensor, file);
+    end();
+    S(moeq_route_config);
+    F(moeq_route_config, num_experts); F(moeq_route_config, top_k);
+    F(moeq_route_config, scoring); F(moeq_route_config, renormalize);
+    F(moeq_route_config, num_expert_group); F(moeq_route_config, topk_group);
+    F(moeq_route_config, correction_bias); F(moeq_route_config, routed_scaling_factor);
+    end();
+    S(moeq_moe_config);
+    F(moeq_moe_config, scheme); F(moeq_moe_config, weights);
+    F(moeq_moe_config, input_activations); F(moeq_moe_config, format);
+    F(moeq_moe_config, dequant_flags); F(moeq_moe_config, prefix);
+    F(moeq_moe_config, proj_names); F(moeq_moe_config, num_experts);
+    F(moeq_moe_config, num_local_experts); F(moeq_moe_config, expert_map);
+    F(moeq_moe_config, first_expert); F(moeq_moe_config, hidden_size);
+    F(moeq_moe_config, intermediate_size); F(moeq_moe_config, activation);
+    F(moeq_moe_config, swiglu_alpha); F(moeq_moe_config, swiglu_limit);
+    F(moeq_moe_config, params_dtype); F(moeq_moe_config, has_bias);
+    F(moeq_moe_config, routed_scaling_factor);
+    F(moeq_moe_config, apply_router_weight_on_input);
+    end();
+    S(moeq_param);
+    F(moeq_param, name); F(moeq_param, dtype); F(moeq_param, ndim); F(moeq_param, shape);
+    F(moeq_param, data); F(moeq_param, nbytes); F(moeq_param, ckpt_suffix);
+    F(moeq_param, layout); F(moeq_param, quant_method); F(moeq_param, is_transposed);
+    F(moeq_param, required);
+    end();
+    S(moeq_ctx_options); F(moeq_ctx_options, threads); F(moeq_ctx_options, force_ref); end();
+    printf("\n}\n");
+    return 0;
+}

@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
-moeq_status moeq_moe_load_checkpoint(moeq_moe *l, const moeq_checkpoint *ckpt,
-                                     const char *prefix, moeq_progress_fn progress,
-                                     void *user_data, moeq_error *err) {
+moeq_status moeq_moe_load_checkpoint(moeq_moe *l, const moeq_checkpoint *ckpt, const char *prefix,
+                                     moeq_progress_fn progress, void *user_data,
+                                     uint64_t *out_loaded, uint64_t *out_skipped, moeq_error *err) {
+    if (out_loaded) *out_loaded = 0;
+    if (out_skipped) *out_skipped = 0;
     if (!l || !ckpt) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s is NULL", !l ? "layer" : "checkpoint");
     }
@@ -39,11 +41,14 @@ moeq_status moeq_moe_load_checkpoint(moeq_moe *l, const moeq_checkpoint *ckpt,
     }
     for (uint64_t i = 0; i < n; i++) {
         const moeq_tensor *t = moeq__checkpoint_tensor_at(ckpt, first + i);
-        moeq_status st = moeq_moe_load(l, t, NULL, err);
+        int32_t outcome = MOEQ_LOAD_SKIPPED;
+        moeq_status st = moeq_moe_load(l, t, &outcome, err);
         if (st != MOEQ_STATUS_OK) {
             if (t->file) moeq__error_prefix(err, st, "%s", t->file);
             return st;
         }
+        if (outcome == MOEQ_LOAD_LOADED && out_loaded) (*out_loaded)++;
+        if (outcome == MOEQ_LOAD_SKIPPED && out_skipped) (*out_skipped)++;
         if (progress && progress(i + 1, n, user_data) != 0) {
             return moeq__error(err, MOEQ_STATUS_STATE,
                                "%s: loading stopped by the progress callback after %llu of %llu "

@@ -10,9 +10,9 @@
 
 #include <unistd.h>
 
-#define E 4
-#define H 64
-#define I 32
+#define E  4
+#define H  64
+#define I  32
 #define GS 32
 
 /* A wna16 int4 group-32 symmetric pack-quantized config. */
@@ -68,10 +68,13 @@ static void make_proj(proj_tensors *p, int e, const char *proj) {
     snprintf(p->names[0], sizeof p->names[0], "m.experts.%d.%s.weight_packed", e, proj);
     snprintf(p->names[1], sizeof p->names[1], "m.experts.%d.%s.weight_scale", e, proj);
     snprintf(p->names[2], sizeof p->names[2], "m.experts.%d.%s.weight_shape", e, proj);
-    p->t[0] = (moeq_tensor){p->names[0], MOEQ_DTYPE_I32, 2, {rows, words}, p->packed,
-                            (uint64_t)rows * (uint64_t)words * 4, NULL};
-    p->t[1] = (moeq_tensor){p->names[1], MOEQ_DTYPE_BF16, 2, {rows, groups}, p->scale,
-                            (uint64_t)rows * (uint64_t)groups * 2, NULL};
+    p->t[0] = (moeq_tensor){p->names[0],   MOEQ_DTYPE_I32, 2,
+                            {rows, words}, p->packed,      (uint64_t)rows * (uint64_t)words * 4,
+                            NULL};
+    p->t[1] = (moeq_tensor){p->names[1], MOEQ_DTYPE_BF16,
+                            2,           {rows, groups},
+                            p->scale,    (uint64_t)rows * (uint64_t)groups * 2,
+                            NULL};
     p->t[2] = (moeq_tensor){p->names[2], MOEQ_DTYPE_I64, 1, {2}, p->shape, 16, NULL};
 }
 
@@ -159,9 +162,9 @@ START_TEST(test_load_and_missing) {
     ck_assert_status(moeq_moe_load(f.layer, &pt.t[1], NULL, &err), MOEQ_STATUS_STATE, &err);
     ck_assert_status(moeq_moe_finalize(f.layer, &err), MOEQ_STATUS_STATE, &err);
     /* all-zero weights: the output is zero */
-    ck_assert_ok(moeq_moe_apply(f.layer, ctx, MOEQ_DTYPE_F32, x, 1, 1, &id, &w, MOEQ_DTYPE_F32, out,
-                                &err),
-                 &err);
+    ck_assert_ok(
+        moeq_moe_apply(f.layer, ctx, MOEQ_DTYPE_F32, x, 1, 1, &id, &w, MOEQ_DTYPE_F32, out, &err),
+        &err);
     for (int h = 0; h < H; h++) ck_assert(out[h] == 0.0f);
     moeq_ctx_destroy(ctx);
     free_fixture(&f);
@@ -213,8 +216,10 @@ START_TEST(test_bad_loads) {
     if (b->dtype) {
         t.dtype = b->dtype;
         t.nbytes = t.nbytes / 4u * moeq_dtype_size(b->dtype) * (b->which == 1 ? 2u : 1u);
-        if (b->which == 1) t.nbytes = (uint64_t)(t.shape[0] * t.shape[1]) * moeq_dtype_size(b->dtype);
-        if (b->which == 0) t.nbytes = (uint64_t)(t.shape[0] * t.shape[1]) * moeq_dtype_size(b->dtype);
+        if (b->which == 1)
+            t.nbytes = (uint64_t)(t.shape[0] * t.shape[1]) * moeq_dtype_size(b->dtype);
+        if (b->which == 0)
+            t.nbytes = (uint64_t)(t.shape[0] * t.shape[1]) * moeq_dtype_size(b->dtype);
     }
     if (b->dim0 >= 0 || b->dim1 >= 0) {
         if (b->dim0 >= 0) t.shape[0] = b->dim0;
@@ -226,8 +231,8 @@ START_TEST(test_bad_loads) {
     int32_t outcome = 7;
     moeq_status st = moeq_moe_load(f.layer, &t, &outcome, &err);
     ck_assert_msg(st == b->status, "case %d: got %s: %s", _i, moeq_status_name(st), err.message);
-    ck_assert_msg(strstr(err.message, b->substring), "case %d: \"%s\" lacks \"%s\"", _i, err.message,
-                  b->substring);
+    ck_assert_msg(strstr(err.message, b->substring), "case %d: \"%s\" lacks \"%s\"", _i,
+                  err.message, b->substring);
     ck_assert_int_eq(outcome, MOEQ_LOAD_SKIPPED);
     free_fixture(&f);
 }
@@ -456,19 +461,23 @@ START_TEST(test_load_checkpoint) {
     fixture f;
     make_layer(&f, NULL, 0);
     int calls = 0;
-    ck_assert_ok(moeq_moe_load_checkpoint(f.layer, ck, NULL, count_progress, &calls, &err), &err);
+    ck_assert_ok(
+        moeq_moe_load_checkpoint(f.layer, ck, NULL, count_progress, &calls, NULL, NULL, &err),
+        &err);
     ck_assert_int_eq(calls, E * 9);
     ck_assert_ok(moeq_moe_finalize(f.layer, &err), &err);
     free_fixture(&f);
     /* the callback stops it */
     make_layer(&f, NULL, 0);
-    moeq_status st = moeq_moe_load_checkpoint(f.layer, ck, "m.experts", stop_at_5, NULL, &err);
+    moeq_status st =
+        moeq_moe_load_checkpoint(f.layer, ck, "m.experts", stop_at_5, NULL, NULL, NULL, &err);
     ck_assert_status(st, MOEQ_STATUS_STATE, &err);
     ck_assert_ptr_nonnull(strstr(err.message, "after 5 of 36 tensors"));
     free_fixture(&f);
     /* a wrong prefix finds nothing */
     make_layer(&f, NULL, 0);
-    st = moeq_moe_load_checkpoint(f.layer, ck, "model.layers.0.mlp.experts", NULL, NULL, &err);
+    st = moeq_moe_load_checkpoint(f.layer, ck, "model.layers.0.mlp.experts", NULL, NULL, NULL, NULL,
+                                  &err);
     ck_assert_status(st, MOEQ_STATUS_CHECKPOINT, &err);
     ck_assert_ptr_nonnull(strstr(err.message, "has no tensor named"));
     free_fixture(&f);
@@ -478,7 +487,7 @@ START_TEST(test_load_checkpoint) {
     write_checkpoint(path, 13, NULL);
     ck_assert_ok(moeq_checkpoint_open(path, &ck, &err), &err);
     make_layer(&f, NULL, 0);
-    st = moeq_moe_load_checkpoint(f.layer, ck, NULL, NULL, NULL, &err);
+    st = moeq_moe_load_checkpoint(f.layer, ck, NULL, NULL, NULL, NULL, NULL, &err);
     ck_assert_status(st, MOEQ_STATUS_CHECKPOINT, &err);
     ck_assert_ptr_nonnull(strstr(err.message, "1 tensor is missing"));
     ck_assert_msg(strstr(err.message, "m.experts.1.up_proj.weight_scale"), "%s", err.message);
@@ -487,11 +496,12 @@ START_TEST(test_load_checkpoint) {
 
     /* a stray tensor under the prefix: the file and tensor are named */
     float junk[4] = {0};
-    moeq_tensor extra = {"m.experts.2.up_proj.weight_zero_point", MOEQ_DTYPE_F32, 1, {4}, junk, 16, NULL};
+    moeq_tensor extra = {
+        "m.experts.2.up_proj.weight_zero_point", MOEQ_DTYPE_F32, 1, {4}, junk, 16, NULL};
     write_checkpoint(path, -1, &extra);
     ck_assert_ok(moeq_checkpoint_open(path, &ck, &err), &err);
     make_layer(&f, NULL, 0);
-    st = moeq_moe_load_checkpoint(f.layer, ck, NULL, NULL, NULL, &err);
+    st = moeq_moe_load_checkpoint(f.layer, ck, NULL, NULL, NULL, NULL, NULL, &err);
     ck_assert_status(st, MOEQ_STATUS_NO_MATCH, &err);
     ck_assert_ptr_nonnull(strstr(err.message, "model.safetensors"));
     ck_assert_ptr_nonnull(strstr(err.message, "\"weight_zero_point\" of up_proj"));

@@ -14,18 +14,17 @@
 #include "npy.h"
 
 static void run_usage(FILE *f) {
-    fprintf(f,
-            "usage: moeq run MODEL_DIR --layer PREFIX [--tokens T] [--input X.npy]\n"
-            "                [--router-logits R.npy | --topk-ids I.npy --topk-weights W.npy]\n"
-            "                [-o OUT.npy] [--threads N] [--check] [--seed S] [--repeat N]\n\n"
-            "Loads the MoE layer PREFIX (e.g. model.layers.3.mlp.experts) from MODEL_DIR\n"
-            "(config.json + safetensors), runs it on X ([T, H] float32; random when absent)\n"
-            "and writes OUT as float32 [T, H].  Routing follows config.json: num_experts /\n"
-            "n_routed_experts, num_experts_per_tok, norm_topk_prob, scoring_func, n_group,\n"
-            "topk_group, routed_scaling_factor and the e_score_correction_bias tensor; logits\n"
-            "come from R, else from the router weight <parent>.gate.weight, else are random.\n"
-            "Prints the time per token; --check prints the error against the float64\n"
-            "reference of the same math.\n");
+    fprintf(f, "usage: moeq run MODEL_DIR --layer PREFIX [--tokens T] [--input X.npy]\n"
+               "                [--router-logits R.npy | --topk-ids I.npy --topk-weights W.npy]\n"
+               "                [-o OUT.npy] [--threads N] [--check] [--seed S] [--repeat N]\n\n"
+               "Loads the MoE layer PREFIX (e.g. model.layers.3.mlp.experts) from MODEL_DIR\n"
+               "(config.json + safetensors), runs it on X ([T, H] float32; random when absent)\n"
+               "and writes OUT as float32 [T, H].  Routing follows config.json: num_experts /\n"
+               "n_routed_experts, num_experts_per_tok, norm_topk_prob, scoring_func, n_group,\n"
+               "topk_group, routed_scaling_factor and the e_score_correction_bias tensor; logits\n"
+               "come from R, else from the router weight <parent>.gate.weight, else are random.\n"
+               "Prints the time per token; --check prints the error against the float64\n"
+               "reference of the same math.\n");
 }
 
 /* ---- small helpers --------------------------------------------------------------- */
@@ -129,8 +128,8 @@ static int router_logits(const moeq_checkpoint *ck, const char *parent, const fl
     if (moeq_checkpoint_find(ck, name, &w) != MOEQ_OK) return 0;
     if (w.ndim != 2 || w.shape[0] != E || w.shape[1] != H ||
         (w.dtype != MOEQ_DTYPE_F32 && w.dtype != MOEQ_DTYPE_BF16 && w.dtype != MOEQ_DTYPE_F16)) {
-        fprintf(stderr, "moeq: %s is %s with %d dims; expected a float [%d, %d] router weight\n", name,
-                moeq_dtype_name(w.dtype), (int)w.ndim, (int)E, (int)H);
+        fprintf(stderr, "moeq: %s is %s with %d dims; expected a float [%d, %d] router weight\n",
+                name, moeq_dtype_name(w.dtype), (int)w.ndim, (int)E, (int)H);
         return -1;
     }
     /* Dequantize the router through the public API: a dense module. */
@@ -230,7 +229,8 @@ int cmd_run(int argc, char **argv) {
     const char *proj[3];
     int32_t found_experts = 0;
     if (scan_experts(ck, layer, proj, &found_experts) != 0) {
-        fprintf(stderr, "moeq: %s: no tensor named %s.<expert>.<proj>.* in %s\n", layer, layer, dir);
+        fprintf(stderr, "moeq: %s: no tensor named %s.<expert>.<proj>.* in %s\n", layer, layer,
+                dir);
         goto done;
     }
     static const char *const k_experts[] = {"num_experts", "n_routed_experts", "num_local_experts",
@@ -248,13 +248,16 @@ int cmd_run(int argc, char **argv) {
     int32_t H = (int32_t)model_number(cfg, k_hidden, 0, &has_h);
     int32_t I = (int32_t)model_number(cfg, k_inter, 0, &has_i);
     if (!has_h || !has_i || (!has_k && !ids_path)) {
-        fprintf(stderr, "moeq: %s/config.json lacks hidden_size, moe_intermediate_size or "
-                        "num_experts_per_tok\n", dir);
+        fprintf(stderr,
+                "moeq: %s/config.json lacks hidden_size, moe_intermediate_size or "
+                "num_experts_per_tok\n",
+                dir);
         rc = CLI_USAGE;
         goto done;
     }
     if (E != found_experts) {
-        fprintf(stderr, "moeq: warning: config.json says %d experts, the checkpoint holds %d for %s\n",
+        fprintf(stderr,
+                "moeq: warning: config.json says %d experts, the checkpoint holds %d for %s\n",
                 (int)E, (int)found_experts, layer);
     }
 
@@ -279,16 +282,17 @@ int cmd_run(int argc, char **argv) {
     mc.num_experts = E;
     mc.hidden_size = H;
     mc.intermediate_size = I;
-    mc.activation = act && !strcmp(act, "gelu")                                            ? MOEQ_ACT_GELU
-                    : act && (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new")) ? MOEQ_ACT_GELU_TANH
-                                                                                           : MOEQ_ACT_SILU;
+    mc.activation = act && !strcmp(act, "gelu") ? MOEQ_ACT_GELU
+                    : act && (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new"))
+                        ? MOEQ_ACT_GELU_TANH
+                        : MOEQ_ACT_SILU;
     mc.params_dtype = dtype && !strcmp(dtype, "float32")   ? MOEQ_DTYPE_F32
                       : dtype && !strcmp(dtype, "float16") ? MOEQ_DTYPE_F16
                                                            : MOEQ_DTYPE_BF16;
     double t0 = now_s();
     if (moeq_moe_create(&mc, &moe, &err) != MOEQ_OK ||
-        moeq_moe_load_checkpoint(moe, ck, layer, isatty(2) ? progress_cb : NULL, NULL, &err) !=
-            MOEQ_OK ||
+        moeq_moe_load_checkpoint(moe, ck, layer, isatty(2) ? progress_cb : NULL, NULL, NULL, NULL,
+                                 &err) != MOEQ_OK ||
         moeq_moe_finalize(moe, &err) != MOEQ_OK) {
         cli_print_error(layer, &err);
         goto done;
@@ -345,8 +349,8 @@ int cmd_run(int argc, char **argv) {
         memset(&rc_route, 0, sizeof rc_route);
         rc_route.num_experts = E;
         rc_route.top_k = top_k;
-        rc_route.scoring = scoring && !strcmp(scoring, "sigmoid") ? MOEQ_SCORING_SIGMOID
-                                                                  : MOEQ_SCORING_SOFTMAX;
+        rc_route.scoring =
+            scoring && !strcmp(scoring, "sigmoid") ? MOEQ_SCORING_SIGMOID : MOEQ_SCORING_SOFTMAX;
         rc_route.renormalize = (int32_t)model_number(cfg, k_norm, 1, NULL) != 0;
         rc_route.num_expert_group = (int32_t)model_number(cfg, k_ngroup, 0, NULL);
         rc_route.topk_group = (int32_t)model_number(cfg, k_topkg, 0, NULL);
@@ -408,7 +412,8 @@ int cmd_run(int argc, char **argv) {
             total += dt;
         }
         runs++;
-        if (repeat ? runs >= repeat + (repeat > 1) : (runs >= 3 && total > 0.5) || runs >= 50) break;
+        if (repeat ? runs >= repeat + (repeat > 1) : (runs >= 3 && total > 0.5) || runs >= 50)
+            break;
     }
     int timed = repeat == 1 ? 1 : runs - 1;
     printf("apply: %lld tokens, %ld threads: %.3f ms per call (best of %d), %.3f ms per token\n",

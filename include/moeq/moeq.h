@@ -879,12 +879,14 @@ typedef int32_t (*moeq_progress_fn)(uint64_t done, uint64_t total, void *user_da
  * (prefix NULL: the layer's own) through moeq_moe_load; experts this layer
  * does not hold are skipped.  Fails on the first tensor the layer cannot
  * take, and when anything required is still missing at the end (the message
- * lists the first ones).
+ * lists the first ones).  *out_loaded / *out_skipped (either may be NULL)
+ * get the tensors loaded and skipped.
  * @return OK, INVALID_ARG, CHECKPOINT, and the statuses of moeq_moe_load;
  *         STATE when the callback stopped it or the layer is finalized. */
 MOEQ_API moeq_status moeq_moe_load_checkpoint(moeq_moe *layer, const moeq_checkpoint *ckpt,
                                               const char *prefix, moeq_progress_fn progress,
-                                              void *user_data, moeq_error *err);
+                                              void *user_data, uint64_t *out_loaded,
+                                              uint64_t *out_skipped, moeq_error *err);
 
 /* process_weights_after_loading: checks that nothing required is missing,
  * validates values (finite scales, g_idx in range, ...), and converts the

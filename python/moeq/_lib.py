@@ -220,6 +220,21 @@ class moeq_ctx_options(ctypes.Structure):
     ]
 
 
+class moeq_inspect_options(ctypes.Structure):
+    _fields_ = [
+        ("resolve", ctypes.POINTER(moeq_resolve_options)),
+        ("select", ctypes.POINTER(moeq_select_options)),
+        ("json", ctypes.c_int32),
+        ("names_only", ctypes.c_int32),
+    ]
+
+
+class moeq_inspect_summary(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "tensors", "modules", "moe_layers", "expert_modules", "quantized", "ignored",
+        "unmatched", "unconsumed", "missing", "errors", "warnings")]
+
+
 # Every struct above, by its C name (the ABI layout test walks this).
 STRUCTS = {
     cls.__name__: cls
@@ -227,9 +242,11 @@ STRUCTS = {
         moeq_error, moeq_quant_args, moeq_config_options, moeq_group_view, moeq_fused_name,
         moeq_resolve_options, moeq_resolution, moeq_select_options, moeq_selection,
         moeq_plan_options, moeq_tensor, moeq_route_config, moeq_moe_config, moeq_param,
-        moeq_ctx_options,
+        moeq_ctx_options, moeq_inspect_options, moeq_inspect_summary,
     )
 }
+
+PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p)
 
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -335,6 +352,16 @@ PROTOTYPES = {
     "moeq_moe_apply": (
         _st, [_h, _h, _i32, ctypes.c_void_p, _i64, _i32, c_int32_p, c_float_p, _i32,
               ctypes.c_void_p, _e], True),
+    "moeq_moe_apply_reference": (
+        _st, [_h, _i32, ctypes.c_void_p, _i64, _i32, c_int32_p, c_float_p,
+              ctypes.POINTER(ctypes.c_double), _e], True),
+    "moeq_moe_load_checkpoint": (
+        _st, [_h, _h, _s, PROGRESS_FN, ctypes.c_void_p, ctypes.POINTER(_u64),
+              ctypes.POINTER(_u64), _e], True),
+    # inspecting a checkpoint
+    "moeq_inspect": (
+        _st, [_h, _h, ctypes.POINTER(moeq_inspect_options), _hp,
+              ctypes.POINTER(moeq_inspect_summary), _e], True),
 }
 
 

@@ -7,7 +7,8 @@ import os
 from . import _errors
 from ._core import (ACTORDERS, Handle, Owner, SCHEMES, STRATEGIES, c_list, cstr, dtype_name,
                     format_name, int32, lookup, name_of, text)
-from ._lib import (lib, moeq_config_options, moeq_fused_name, moeq_group_view, moeq_plan_options,
+from ._lib import (lib, moeq_config_options, moeq_fused_name, moeq_group_view,
+                   moeq_inspect_options, moeq_inspect_summary, moeq_plan_options,
                    moeq_quant_args, moeq_resolution, moeq_resolve_options, moeq_select_options,
                    moeq_selection)
 
@@ -401,6 +402,36 @@ class Config(Owner):
         finally:
             lib.moeq_free(out)
         return _json.loads(result) if json else result
+
+
+def inspect(config, checkpoint, json=True, names_only=False, precedence="ct", fused=None,
+            platform="cpu", prefer_mxint4=False):
+    """moeq_inspect: plans a checkpoint's modules against `config` and accounts
+    for every tensor -> (report, summary).
+
+    report: the dict `moeq inspect --json` prints (json=True) or the text
+    report; summary: counts (tensors, modules, moe_layers, unconsumed,
+    missing, errors, ...)."""
+    h = config._live()
+    ck = checkpoint._live()
+    ropts, keep = _resolve_options(precedence, fused)
+    sopts = _select_options(platform, prefer_mxint4)
+    opts = moeq_inspect_options()
+    opts.resolve = ropts
+    opts.select = ctypes.pointer(sopts)
+    opts.json = 1 if json else 0
+    opts.names_only = 1 if names_only else 0
+    out = ctypes.c_void_p()
+    summary = moeq_inspect_summary()
+    _errors.call(lib.moeq_inspect, h.ptr, ck.ptr, ctypes.byref(opts), ctypes.byref(out),
+                 ctypes.byref(summary))
+    del keep
+    try:
+        text = ctypes.string_at(out.value).decode("utf-8", "replace")
+    finally:
+        lib.moeq_free(out)
+    counts = {name: getattr(summary, name) for name, _ in summary._fields_}
+    return (_json.loads(text) if json else text), counts
 
 
 def dequant_flags(config):

@@ -10,6 +10,7 @@ from . import _errors
 from ._core import (Handle, Owner, SCHEMES, STRATEGIES, as_c_array, c_list, cstr, dtype_name,
                     dtype_value, fill_tensor, format_value, int32, lookup, name_of, numpy_dtype,
                     text, view)
+from . import _lib
 from ._lib import lib, moeq_ctx_options, moeq_moe_config, moeq_param, moeq_tensor
 from .config import _proj_array, args_pointer
 
@@ -179,14 +180,26 @@ class MoELayer(Owner):
         fill_tensor(t, nb, dt, arr)
         return self._load_view(h, t)
 
-    def load_checkpoint(self, checkpoint, names=None):
-        """Loads every tensor of `checkpoint` under this layer's prefix (or `names`),
-        straight from the mapping -> {"loaded": n, "skipped": m}."""
+    def load_checkpoint(self, checkpoint, names=None, progress=None):
+        """Loads this layer's tensors from `checkpoint`, straight from the mapping.
+
+        Without `names`: every tensor under the layer's prefix, through
+        moeq_moe_load_checkpoint (strict: stray or missing tensors raise), with
+        `progress(done, total)` called after each tensor (return True to stop).
+        With `names`: just those tensors.  Returns {"loaded": n, "skipped": m}
+        (skipped: experts another rank holds)."""
         h = self._live()
         keep = checkpoint._live()  # the mapping stays while its views are passed on
         if names is None:
-            start = (self.prefix + ".") if self.prefix else ""
-            names = [n for n in checkpoint.names() if n.startswith(start)]
+            cb = _lib.PROGRESS_FN(0)
+            if progress is not None:
+                cb = _lib.PROGRESS_FN(lambda done, total, user: 1 if progress(done, total) else 0)
+            loaded, skipped = ctypes.c_uint64(), ctypes.c_uint64()
+            with self._lock:
+                _errors.call(lib.moeq_moe_load_checkpoint, h.ptr, keep.ptr, None, cb, None,
+                             ctypes.byref(loaded), ctypes.byref(skipped))
+            del keep
+            return {"loaded": loaded.value, "skipped": skipped.value}
         counts = {"loaded": 0, "skipped": 0}
         for n in names:
             t = checkpoint._tensor_view(n)
@@ -258,4 +271,27 @@ class MoELayer(Owner):
             else:
                 with self._lock:  # not finalized: the library answers STATE
                     _errors.call(lib.moeq_moe_apply, *args)
+        return out
+
+    def apply_reference(self, x, topk_ids, topk_weights):
+        """The same forward computed plainly in float64 (moeq_moe_apply_reference):
+        float64 [T, H], for checking apply()."""
+        h = self._live()
+        x_dt, xa = as_c_array(x, what="x")
+        if x_dt == "U16":
+            x_dt = "BF16"
+        if x_dt not in IO_DTYPES:
+            _errors.fail("DTYPE", f"x is {x_dt}; expected F32, F16 or BF16 (uint16)")
+        if xa.ndim != 2 or xa.shape[1] != self.hidden_size:
+            _errors.fail("SHAPE", f"x has shape {xa.shape}, expected [tokens, {self.hidden_size}]")
+        ids = np.ascontiguousarray(topk_ids, dtype="<i4")
+        wts = np.ascontiguousarray(topk_weights, dtype="<f4")
+        if ids.ndim != 2 or ids.shape[0] != xa.shape[0] or wts.shape != ids.shape:
+            _errors.fail("SHAPE", f"topk_ids {ids.shape} and topk_weights {wts.shape} must "
+                                  f"both be [{xa.shape[0]}, top_k]")
+        out = np.empty(xa.shape, np.float64)
+        _errors.call(lib.moeq_moe_apply_reference, h.ptr, dtype_value(x_dt), xa.ctypes.data,
+                     xa.shape[0], ids.shape[1], ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+                     wts.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                     out.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
         return out

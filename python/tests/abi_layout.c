@@ -99,6 +99,18 @@ int main(void) {
     F(moeq_param, required);
     end();
     S(moeq_ctx_options); F(moeq_ctx_options, threads); F(moeq_ctx_options, force_ref); end();
+    S(moeq_inspect_options);
+    F(moeq_inspect_options, resolve); F(moeq_inspect_options, select);
+    F(moeq_inspect_options, json); F(moeq_inspect_options, names_only);
+    end();
+    S(moeq_inspect_summary);
+    F(moeq_inspect_summary, tensors); F(moeq_inspect_summary, modules);
+    F(moeq_inspect_summary, moe_layers); F(moeq_inspect_summary, expert_modules);
+    F(moeq_inspect_summary, quantized); F(moeq_inspect_summary, ignored);
+    F(moeq_inspect_summary, unmatched); F(moeq_inspect_summary, unconsumed);
+    F(moeq_inspect_summary, missing); F(moeq_inspect_summary, errors);
+    F(moeq_inspect_summary, warnings);
+    end();
     printf("\n}\n");
     return 0;
 }

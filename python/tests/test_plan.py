@@ -88,8 +88,9 @@ def test_plan_rows(path):
     assert [r["layer"] for r in rows] == named
     by_layer = {r["layer"]: r for r in rows}
     for r in rows:
-        assert set(r) == {"layer", "kind", "status", "group", "target", "format", "scheme",
-                          "weights", "input_activations", "warnings", "error"}
+        keys = {"layer", "kind", "status", "group", "target", "format", "scheme", "weights",
+                "input_activations", "warnings", "error"}
+        assert set(r) == (keys | {"experts"} if r["kind"] == "moe" else keys)
         assert r["kind"] == ("moe" if r["layer"].endswith("experts") else "linear")
         if r["kind"] == "linear":
             assert r["scheme"] is None

@@ -337,8 +337,9 @@ void moeq__quantize_int_ref(const moeq__wquant *a, const float *w, size_t rows, 
  * q = e4m3(clamp(x / s, +-448)).  scale [grid], q [rows, cols] bytes. */
 void moeq__quantize_fp8_ref(const moeq__wquant *a, const float *w, size_t rows, size_t cols,
                             float *scale, uint8_t *q);
-/* CT's generate_gparam: 448 * 6 / max(amax, tiny(dtype)) in dtype, NaN/inf -> 1,
- * returned as f32. */
+/* CT's generate_gparam: 448 * 6 / max(amax, tiny(dtype)) in dtype, computed as
+ * torch does it, round(round(1 / amax) * 2688) (a Python scalar divided by a
+ * tensor is a reciprocal and a product); NaN/inf -> 1; returned as f32. */
 float moeq__nvfp4_global_scale_ref(float amax, int32_t dtype);
 /* NVFP4 weights (tensor_group, group_size from `a`, usually 16): local
  * s = e4m3(global * (amax_g / 6)), 0 -> 0.125; eff = f32(s) / global;

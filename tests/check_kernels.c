@@ -695,15 +695,17 @@ START_TEST(test_e3_nvfp4) {
     float amax = 0.0f;
     for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(e3_row[i]));
     const float global = moeq__nvfp4_global_scale_ref(amax, MOEQ_DTYPE_F32);
-    ck_assert_bits_eq(global, 926.89654541015625f);
+    /* compressed-tensors 0.18.0 gives 926.896484375: 2688 * f32(1 / 2.9), not
+     * f32(2688 / 2.9) = 926.89654541015625 as the spec's worked example says */
+    ck_assert_bits_eq(global, 926.896484375f);
     uint8_t scale[2], packed[16];
     moeq__quantize_nvfp4_ref(&a, e3_row, 1, 32, global, scale, packed);
     ck_assert_uint_eq(scale[0], 0x7E);
     ck_assert_uint_eq(scale[1], 0x5C);
     ck_assert_mem_eq(packed, e3_packed, 16);
-    /* effective scales 448/926.8965 and 24/926.8965 */
-    ck_assert_bits_eq(moeq__e4m3_to_f32(scale[0]) / global, 0.48333335f);
-    ck_assert_float_eq_tol(moeq__e4m3_to_f32(scale[1]) / global, 0.025892858f, 1e-9f);
+    /* effective scales 448/926.8965 and 24/926.8965 (CT: 0.48333337903, 0.02589285932) */
+    ck_assert_bits_eq(moeq__e4m3_to_f32(scale[0]) / global, 0.48333337903022766f);
+    ck_assert_bits_eq(moeq__e4m3_to_f32(scale[1]) / global, 0.02589285932481289f);
     /* dequant of group 0 */
     const float eff[2] = {moeq__e4m3_to_f32(scale[0]) / global, moeq__e4m3_to_f32(scale[1]) / global};
     moeq__grid grid;
@@ -738,7 +740,13 @@ START_TEST(test_e3_nvfp4) {
     ck_assert_bits_eq(moeq__nvfp4_global_scale_ref(NAN, MOEQ_DTYPE_F32), 1.0f);
     ck_assert_bits_eq(moeq__nvfp4_global_scale_ref(2688.0f, MOEQ_DTYPE_F32), 1.0f);
     ck_assert_bits_eq(moeq__nvfp4_global_scale_ref(2.9f, MOEQ_DTYPE_BF16),
-                      moeq__round_to_dtype(MOEQ_DTYPE_BF16, 2688.0f / 2.9f));
+                      moeq__round_to_dtype(MOEQ_DTYPE_BF16,
+                                           moeq__round_to_dtype(MOEQ_DTYPE_BF16, 1.0f / 2.9f) * 2688.0f));
+    /* values where the two roundings matter (compressed-tensors' results) */
+    ck_assert_bits_eq(moeq__nvfp4_global_scale_ref(0.55078125f, MOEQ_DTYPE_BF16), 4864.0f);
+    ck_assert_bits_eq(moeq__nvfp4_global_scale_ref(0.44921875f, MOEQ_DTYPE_BF16), 5952.0f);
+    ck_assert_bits_eq(moeq__nvfp4_global_scale_ref(2.0383694171905518f, MOEQ_DTYPE_F32), 1318.701171875f);
+    ck_assert_bits_eq(moeq__nvfp4_global_scale_ref(0.01f, MOEQ_DTYPE_F16), 1.0f); /* 268800: inf in f16 */
     /* a group of zeros gets the E4M3 eps 0.125 */
     const float zeros[16] = {0};
     uint8_t zs, zp8[8];

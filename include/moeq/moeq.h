@@ -705,6 +705,101 @@ MOEQ_API moeq_status moeq_dequantize(const moeq_quant_args *weights, int32_t for
                                      int64_t out_shape[2], moeq_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Compressing weights (the writer side)                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Tensors the library made: it owns their names and data.  Tensors keep the
+ * order they were added in; names are unique within a set.  Not thread-safe
+ * while it is being added to; immutable sets may be read by any thread. */
+typedef struct moeq_tensor_set moeq_tensor_set;
+
+/* @return OK, INVALID_ARG, NOMEM.  OUT *out: destroy with moeq_tensor_set_destroy. */
+MOEQ_API moeq_status moeq_tensor_set_create(moeq_tensor_set **out, moeq_error *err);
+MOEQ_API void moeq_tensor_set_destroy(moeq_tensor_set *set);
+/* Number of tensors; 0 for NULL. */
+MOEQ_API uint32_t moeq_tensor_set_count(const moeq_tensor_set *set);
+/* The i-th tensor, NULL when i is out of range.  All count() tensors are one
+ * array starting at moeq_tensor_set_get(set, 0), ready for
+ * moeq_safetensors_write.  Pointers stay valid until the set is added to or
+ * destroyed. */
+MOEQ_API const moeq_tensor *moeq_tensor_set_get(const moeq_tensor_set *set, uint32_t i);
+/* The tensor named `name`, or NULL. */
+MOEQ_API const moeq_tensor *moeq_tensor_set_find(const moeq_tensor_set *set, const char *name);
+/* Copies `tensor` (name, dtype, shape, data; `file` is not kept) into *set,
+ * which is created when NULL.  On failure *set is left as it was.
+ * @return OK, INVALID_ARG (NULL, a name already in the set, nbytes that
+ *         disagree with shape x dtype size), NOMEM. */
+MOEQ_API moeq_status moeq_tensor_set_add(moeq_tensor_set **set, const moeq_tensor *tensor,
+                                         moeq_error *err);
+
+/* Quantizes one module's weight exactly as compressed-tensors 0.18 compresses
+ * it (with llm-compressor's default memoryless min/max observer, i.e.
+ * round-to-nearest) and appends the tensors CT stores, named
+ * "<module>.<param>", to *set (created when NULL; on failure nothing is
+ * appended and a set created here is not kept).
+ *
+ * weight [rows, cols] (row-major, out x in) is float32 holding values of
+ * weight_dtype (F32, BF16 or F16: the model's dtype, which is also the dtype
+ * CT computes and stores scales in); other values are first rounded to it.
+ * `weights` and `format` are what moeq_resolve gives for the module.  Stored:
+ *   dense, fakequant       weight [rows, cols] in weight_dtype (args unused, may be NULL)
+ *   pack-quantized         int 1..8 bits, strategy tensor/channel/group/block, sym or asym:
+ *                          weight_packed I32 [rows, ceil(cols*b/32)] (dense 0.18 layout),
+ *                          weight_shape I64 [2], weight_scale in weight_dtype,
+ *                          weight_zero_point (asym: I32 packed along dim 0 for group and
+ *                          channel, I8 otherwise), weight_g_idx I32 [cols] (actorder group)
+ *   int-, naive-quantized  int 1..8 bits: weight I8; float 8 bits: weight F8_E4M3; scales
+ *   float-quantized        and zero points (I8) as above, weight_g_idx (actorder group)
+ *   nvfp4-pack-quantized   float 4, tensor_group, scale_dtype float8_e4m3fn: weight_packed
+ *                          U8 [rows, cols/2], weight_scale F8_E4M3, weight_global_scale F32 [1]
+ *   mxfp4-pack-quantized   float 4, group 32, scale_dtype uint8: weight_packed U8,
+ *                          weight_scale U8 (E8M0)
+ *   mxfp8-quantized        float 8, group 32, scale_dtype uint8: weight F8_E4M3, weight_scale U8
+ * Group strategies need cols % group_size == 0 (CT raises otherwise); block
+ * strategies pad with zeros for the math as CT does.
+ * g_idx: [cols] group index of every column for actorder group (each group
+ * must hold exactly group_size columns, as GPTQ assigns them), or NULL, which
+ * stores the -1s CT initialises it with (meaning column order).  Only allowed
+ * with actorder group.
+ * global_scale: NVFP4 only; 0 computes CT's 448*6/amax from this weight, any
+ * other value (finite, > 0) is used as is, e.g. the one moeq_nvfp4_global_scale
+ * gives for the union of gate_proj and up_proj (llm-compressor shares it
+ * between fused shards).
+ * @return OK, INVALID_ARG (NULL pointers, sizes < 1, a dtype other than F32,
+ *         BF16 or F16, a NaN, infinite or out-of-range weight element (the
+ *         message names the module and [row, col]), a bad g_idx or
+ *         global_scale, a name already in the set), SHAPE (sizes that overflow,
+ *         cols not divisible as the format needs), UNSUPPORTED (a format/args
+ *         combination CT cannot compress or moeq does not write), NOMEM. */
+MOEQ_API moeq_status moeq_compress(const moeq_quant_args *weights, int32_t format,
+                                   const char *module, const float *weight, int64_t rows,
+                                   int64_t cols, int32_t weight_dtype, const int32_t *g_idx,
+                                   float global_scale, moeq_tensor_set **set, moeq_error *err);
+
+/* The static activation tensors CT stores for a module's inputs, calibrated
+ * as llm-compressor does it (static_minmax observer) over the batch x
+ * [tokens, cols] of input activations (float32 holding values of x_dtype, the
+ * model dtype, F32, BF16 or F16), appended to *set as "<module>.<param>":
+ *   input NULL or dynamic true    nothing (x may be NULL)
+ *   dynamic false, tensor          input_scale [1] in x_dtype: amax / (bit_range / 2)
+ *                                  (FP8: amax/448, int8: amax/127.5), zero -> eps; plus
+ *                                  input_zero_point I8 [1] when asymmetric (CT §4.3)
+ *   dynamic "local", tensor_group  input_global_scale F32 [1]: 448*6/amax (NVFP4 inputs)
+ * Gate and up projections see the same inputs, so they get equal tensors.
+ * @return OK, INVALID_ARG (NULL, sizes, dtype, non-finite x), SHAPE,
+ *         UNSUPPORTED (static strategies other than tensor), NOMEM. */
+MOEQ_API moeq_status moeq_compress_input(const moeq_quant_args *input, const char *module,
+                                         const float *x, int64_t tokens, int64_t cols,
+                                         int32_t x_dtype, moeq_tensor_set **set,
+                                         moeq_error *err);
+
+/* CT's generate_gparam: 448*6 / max(amax, tiny) computed in `dtype` (the
+ * dtype amax was observed in: F32, BF16 or F16), NaN or infinite results
+ * replaced by 1.  amax is the largest |value| of the weight(s) the global
+ * scale covers.  Returns 0 for any other dtype. */
+MOEQ_API float moeq_nvfp4_global_scale(float amax, int32_t dtype);
+
+/* ------------------------------------------------------------------------ */
 /* Routing                                                                   */
 /* ------------------------------------------------------------------------ */
 

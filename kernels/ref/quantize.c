@@ -136,7 +136,12 @@ float moeq__nvfp4_global_scale_ref(float amax, int32_t dtype) {
     /* torch.finfo(dtype).tiny */
     const float tiny = dtype == MOEQ_DTYPE_F16 ? 0x1p-14f : 0x1p-126f;
     if (amax < tiny) amax = tiny; /* clamp does not touch NaN */
-    const float gsc = moeq__round_to_dtype(dtype, (MOEQ__E4M3_MAX * MOEQ__E2M1_MAX) / amax);
+    /* CT writes 448 * 6 / amax with a Python float on the left, and torch
+     * evaluates `scalar / tensor` as tensor.reciprocal() * scalar
+     * (Tensor.__rtruediv__): two roundings to the dtype, not one division.
+     * For 2.9 in f32 that is 926.896484375, not f32(2688 / 2.9). */
+    const float inv = moeq__round_to_dtype(dtype, 1.0f / amax);
+    const float gsc = moeq__round_to_dtype(dtype, inv * (MOEQ__E4M3_MAX * MOEQ__E2M1_MAX));
     return isfinite(gsc) ? gsc : 1.0f;
 }
 

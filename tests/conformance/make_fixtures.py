@@ -92,6 +92,15 @@ CASES = [
     ("mxfp8_bf16", "mxfp8-quantized", "bfloat16", (8, 64),
      dict(num_bits=8, type="float", symmetric=True, strategy="group", group_size=32,
           scale_dtype="uint8"), {}),
+    # amax values where generate_gparam's 2688 / amax, which torch evaluates as
+    # amax.reciprocal() * 2688 (two roundings), differs from one correctly
+    # rounded division
+    ("nvfp4_gscale_rounding_bf16", "nvfp4-pack-quantized", "bfloat16", (8, 32),
+     dict(num_bits=4, type="float", symmetric=True, strategy="tensor_group", group_size=16,
+          scale_dtype="float8_e4m3fn"), {"amax": 0.55078125}),
+    ("nvfp4_gscale_rounding_f32", "nvfp4-pack-quantized", "float32", (8, 32),
+     dict(num_bits=4, type="float", symmetric=True, strategy="tensor_group", group_size=16,
+          scale_dtype="float8_e4m3fn"), {"amax": 2.0383694171905518}),
 ]
 
 
@@ -145,6 +154,11 @@ def build(name, fmt, dtype_name, shape, arg_kw, opts, seed, outdir):
     args = QuantizationArgs(**arg_kw)
     scheme = QuantizationScheme(targets=["Linear"], weights=args, format=fmt)
     w = make_weight(shape, dtype, seed, opts.get("zero_group", False))
+    if "amax" in opts:  # pin the tensor's absolute maximum
+        a = opts["amax"]
+        w = w.float().clamp(-0.9 * a, 0.9 * a)
+        w[0, 0] = -a
+        w = w.to(dtype)
     rows, cols = shape
     notes = []
 

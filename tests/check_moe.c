@@ -39,19 +39,20 @@ typedef struct moe_case {
 #define TOKEN_I8 "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}"
 #define TOKEN_F8 "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}"
 #define NVFP4_W                                                                                    \
-    "{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16,"        \
+    "{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16,"          \
     "\"scale_dtype\":\"torch.float8_e4m3fn\"}"
-#define MXFP4_W "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
+#define MXFP4_W                                                                                    \
+    "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
 
 static const moe_case k_cases[] = {
     {"wna16", GROUP128, "null", "pack-quantized", 0, 0, 1e-5},
     {"wna16", "{\"num_bits\":8,\"group_size\":-1}", "null", "pack-quantized", 0, 0, 1e-5},
-    {"wna16", "{\"num_bits\":4,\"group_size\":32,\"symmetric\":false}", "null", "pack-quantized",
+    {"wna16", "{\"num_bits\":4,\"group_size\":32,\"symmetric\":false}", "null", "pack-quantized", 0,
+     0, 1e-5},
+    {"wna16", "{\"num_bits\":4,\"group_size\":32,\"actorder\":\"group\"}", "null", "pack-quantized",
      0, 0, 1e-5},
-    {"wna16", "{\"num_bits\":4,\"group_size\":32,\"actorder\":\"group\"}", "null",
-     "pack-quantized", 0, 0, 1e-5},
-    {"wna16", "{\"num_bits\":3,\"group_size\":64,\"symmetric\":false}", "null", "pack-quantized",
-     0, 0, 1e-5},
+    {"wna16", "{\"num_bits\":3,\"group_size\":64,\"symmetric\":false}", "null", "pack-quantized", 0,
+     0, 1e-5},
     {"wna16", "{\"num_bits\":8,\"group_size\":64}", "null", "naive-quantized", 0, 0, 1e-5},
     {"mxint4", "{\"num_bits\":4,\"group_size\":32}", "null", "pack-quantized", 0, 1, 1e-5},
     {"w4a16_nvfp4", NVFP4_W, "null", "nvfp4-pack-quantized", 0, 0, 1e-5},
@@ -59,8 +60,7 @@ static const moe_case k_cases[] = {
      "{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16,"
      "\"dynamic\":\"local\"}",
      "nvfp4-pack-quantized", 0, 0, 2e-2},
-    {"w4a16_mxfp4", MXFP4_W, "null",
-     "mxfp4-pack-quantized", 0, 0, 1e-5},
+    {"w4a16_mxfp4", MXFP4_W, "null", "mxfp4-pack-quantized", 0, 0, 1e-5},
     {"w4a16_mxfp4", MXFP4_W,
      "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"dynamic\":true}",
      "mxfp4-pack-quantized", 0, 0, 2e-2},
@@ -75,21 +75,21 @@ static const moe_case k_cases[] = {
      "naive-quantized", 0, 0, 2e-3},
     {"w8a8_fp8",
      "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"block\",\"block_structure\":[128,128]}",
-     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,\"dynamic\":true}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,\"dynamic\":"
+     "true}",
      "float-quantized", 0, 0, 2e-3},
     {"w8a8_fp8", "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
      "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\",\"dynamic\":true}",
      "float-quantized", 0, 0, 2e-3},
     {"w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}", TOKEN_I8, "int-quantized", 0, 0,
      2e-3},
-    {"w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}", "{\"num_bits\":8}",
-     "int-quantized", 0, 0, 2e-3},
+    {"w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}", "{\"num_bits\":8}", "int-quantized",
+     0, 0, 2e-3},
     {"w4a8_int8", GROUP128, TOKEN_I8, "pack-quantized", 0, 0, 2e-3},
     {"w4a8_fp8", GROUP128, TOKEN_F8, "int-quantized", 0, 0, 2e-3},
-    {"npu_w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}", TOKEN_I8, "int-quantized", 1,
-     0, 2e-3},
-    {"npu_w4a8_int8", "{\"num_bits\":4,\"group_size\":-1}", TOKEN_I8, "pack-quantized", 1, 0,
+    {"npu_w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}", TOKEN_I8, "int-quantized", 1, 0,
      2e-3},
+    {"npu_w4a8_int8", "{\"num_bits\":4,\"group_size\":-1}", TOKEN_I8, "pack-quantized", 1, 0, 2e-3},
     {"npu_w4a16_int4", GROUP128, "null", "pack-quantized", 1, 0, 1e-5},
     {"unquantized", NULL, "null", "dense", 0, 0, 1e-5},
 };
@@ -119,13 +119,24 @@ typedef struct built {
     moeq_resolution res;
     int32_t scheme;
     moeq_moe *layer;
-    float *w[E][3];      /* dequantized weights, [rows, cols] */
-    float act_scale[3];  /* static input scale (or NVFP4 global) of gate/up, down */
-    int32_t act_kind;    /* what the test's reference quantizes activations to */
+    float *w[E][3];     /* dequantized weights, [rows, cols] */
+    float act_scale[3]; /* static input scale (or NVFP4 global) of gate/up, down */
+    float *bias[E][3];  /* when the layer has biases */
+    moeq_moe_config mc; /* what the layer was created with */
+    int32_t act_kind;   /* what the test's reference quantizes activations to */
 } built;
 
-enum { ACT_NONE, ACT_I8_TOKEN, ACT_I8_STATIC, ACT_F8_TOKEN, ACT_F8_TENSOR, ACT_F8_GROUP,
-       ACT_F8_STATIC, ACT_NVFP4, ACT_MXFP4 };
+enum {
+    ACT_NONE,
+    ACT_I8_TOKEN,
+    ACT_I8_STATIC,
+    ACT_F8_TOKEN,
+    ACT_F8_TENSOR,
+    ACT_F8_GROUP,
+    ACT_F8_STATIC,
+    ACT_NVFP4,
+    ACT_MXFP4
+};
 
 static int32_t act_kind_of(const moeq_quant_args *a) {
     if (!a) return ACT_NONE;
@@ -171,13 +182,13 @@ static void load_set(moeq_moe *layer, const moeq_tensor_set *set) {
 /* Builds, loads and finalizes the case's layer.  `map`/`local` restrict the
  * experts held (NULL: all).  Every expert's weights come from the same seed,
  * whatever the layer holds, so two halves see the whole layer's weights. */
-static void build(const moe_case *c, const int32_t *map, int32_t local, const moeq_moe_config *extra,
-                  built *b) {
+static void build(const moe_case *c, const int32_t *map, int32_t local,
+                  const moeq_moe_config *extra, built *b) {
     memset(b, 0, sizeof *b);
     moeq_error err;
     b->cfg = one_group(c);
-    ck_assert_ok(moeq_resolve_moe(b->cfg, "model.layers.0.mlp.experts", E, NULL, NULL, &b->res, &err),
-                 &err);
+    ck_assert_ok(
+        moeq_resolve_moe(b->cfg, "model.layers.0.mlp.experts", E, NULL, NULL, &b->res, &err), &err);
     moeq_select_options so = {c->platform, c->prefer_mxint4};
     moeq_selection sel;
     ck_assert_ok(moeq_select(&b->res, "model.layers.0.mlp.experts", &so, &sel, &err), &err);
@@ -202,6 +213,7 @@ static void build(const moe_case *c, const int32_t *map, int32_t local, const mo
     mc.hidden_size = H;
     mc.intermediate_size = I;
     ck_assert_ok(moeq_moe_create(&mc, &b->layer, &err), &err);
+    b->mc = mc;
     b->act_kind = act_kind_of(b->res.input_activations);
     const moeq_quant_args *w = b->res.weights;
     int32_t format = c->weights ? b->res.format : MOEQ_FORMAT_DENSE;
@@ -256,8 +268,10 @@ static void build(const moe_case *c, const int32_t *map, int32_t local, const mo
                                        p < 2 ? gscale_gu : 0.0f, &set, &err),
                          &err);
             free(g_idx);
-            if (b->res.input_activations && !b->res.input_activations->dynamic ? 1
-                : b->res.input_activations && b->res.input_activations->dynamic == MOEQ_DYNAMIC_LOCAL) {
+            if (b->res.input_activations && !b->res.input_activations->dynamic
+                    ? 1
+                    : b->res.input_activations &&
+                          b->res.input_activations->dynamic == MOEQ_DYNAMIC_LOCAL) {
                 ck_assert_ok(moeq_compress_input(b->res.input_activations, module,
                                                  p < 2 ? cal_x : cal_a, 32, cols, MOEQ_DTYPE_BF16,
                                                  &set, &err),
@@ -276,6 +290,16 @@ static void build(const moe_case *c, const int32_t *map, int32_t local, const mo
                      b->act_kind == ACT_NVFP4 ? "input_global_scale" : "input_scale");
             const moeq_tensor *st = moeq_tensor_set_find(set, scale_name);
             if (st) moeq__to_f32_ref(st->dtype, st->data, 1, &b->act_scale[p == 2 ? 1 : 0]);
+            if (mc.has_bias) {
+                b->bias[e][p] = malloc(sizeof(float) * (size_t)rows);
+                for (int r = 0; r < rows; r++) b->bias[e][p][r] = bf16(0.1f * gauss());
+                char bias_name[160];
+                snprintf(bias_name, sizeof bias_name, "%s.bias", module);
+                moeq_tensor bt = {bias_name, MOEQ_DTYPE_F32, 1,
+                                  {rows},    b->bias[e][p],  sizeof(float) * (uint64_t)rows,
+                                  NULL};
+                ck_assert_ok(moeq_tensor_set_add(&set, &bt, &err), &err);
+            }
             load_set(b->layer, set);
             moeq_tensor_set_destroy(set);
         }
@@ -288,7 +312,10 @@ static void build(const moe_case *c, const int32_t *map, int32_t local, const mo
 
 static void free_built(built *b) {
     for (int e = 0; e < E; e++) {
-        for (int p = 0; p < 3; p++) free(b->w[e][p]);
+        for (int p = 0; p < 3; p++) {
+            free(b->w[e][p]);
+            free(b->bias[e][p]);
+        }
     }
     moeq_moe_destroy(b->layer);
     moeq_config_destroy(b->cfg);
@@ -336,8 +363,28 @@ static void ref_act(const built *b, int which, float *x, size_t k, float tensor_
     }
 }
 
-static double silu(double g) {
-    return g / (1.0 + exp(-g));
+/* The gated activations, written out from their definitions. */
+static double act(const moeq_moe_config *c, double g, double u) {
+    double lim = c->swiglu_limit;
+    switch (c->activation) {
+        case MOEQ_ACT_GELU: return 0.5 * g * (1.0 + erf(g / sqrt(2.0))) * u;
+        case MOEQ_ACT_GELU_TANH: {
+            double inner = sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g);
+            return 0.5 * g * (1.0 + tanh(inner)) * u;
+        }
+        case MOEQ_ACT_SWIGLUOAI: {
+            double alpha = c->swiglu_alpha ? c->swiglu_alpha : 1.702, L = lim ? lim : 7.0;
+            g = fmin(g, L);
+            u = fmax(-L, fmin(u, L));
+            return g / (1.0 + exp(-alpha * g)) * (u + 1.0);
+        }
+        default:
+            if (lim > 0) {
+                g = fmin(g, lim);
+                u = fmax(-lim, fmin(u, lim));
+            }
+            return g / (1.0 + exp(-g)) * u;
+    }
 }
 
 /* out[t] = sum_k w * down(silu(gate x) * up x), activations quantized as the
@@ -357,12 +404,13 @@ static void reference(const built *b, const float *x, const int32_t *ids, const 
         if (map && map[e] < 0) continue;
         ref_act(b, 0, x_rows[p], H, ts_x);
         for (int j = 0; j < I; j++) {
-            double g = 0, u = 0;
+            double g = b->bias[e][0] ? b->bias[e][0][j] : 0,
+                   u = b->bias[e][1] ? b->bias[e][1][j] : 0;
             for (int h = 0; h < H; h++) {
                 g += (double)x_rows[p][h] * b->w[e][0][j * H + h];
                 u += (double)x_rows[p][h] * b->w[e][1][j * H + h];
             }
-            a_rows[p][j] = (float)(silu(g) * u);
+            a_rows[p][j] = (float)act(&b->mc, g, u);
             amax_a = fmaxf(amax_a, fabsf(a_rows[p][j]));
         }
     }
@@ -374,7 +422,7 @@ static void reference(const built *b, const float *x, const int32_t *ids, const 
             if (map && map[e] < 0) continue;
             ref_act(b, 1, a_rows[p], I, ts_a);
             for (int h = 0; h < H; h++) {
-                double y = 0;
+                double y = b->bias[e][2] ? b->bias[e][2][h] : 0;
                 for (int j = 0; j < I; j++) y += (double)a_rows[p][j] * b->w[e][2][h * I + j];
                 out[t * H + h] += (double)wts[p] * y;
             }
@@ -426,9 +474,9 @@ START_TEST(test_scheme_against_reference) {
     reference(&b, g_x, g_ids, g_wts, NULL, ref);
     double e1 = rel_error(out, ref, T * H);
     /* The library's own float64 path agrees too. */
-    ck_assert_ok(moeq_moe_apply_reference(b.layer, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts, lib_ref,
-                                          &err),
-                 &err);
+    ck_assert_ok(
+        moeq_moe_apply_reference(b.layer, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts, lib_ref, &err),
+        &err);
     float lib_ref_f[T * H];
     for (int i = 0; i < T * H; i++) lib_ref_f[i] = (float)lib_ref[i];
     double e2 = rel_error(lib_ref_f, ref, T * H);
@@ -475,11 +523,14 @@ START_TEST(test_expert_parallel_halves) {
     ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
     static float y_full[T * H], y_a[T * H], y_b[T * H];
     ck_assert_ok(moeq_moe_apply(full.layer, ctx, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_F32, y_full, &err), &err);
+                                MOEQ_DTYPE_F32, y_full, &err),
+                 &err);
     ck_assert_ok(moeq_moe_apply(a.layer, ctx, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_F32, y_a, &err), &err);
+                                MOEQ_DTYPE_F32, y_a, &err),
+                 &err);
     ck_assert_ok(moeq_moe_apply(b.layer, ctx, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_F32, y_b, &err), &err);
+                                MOEQ_DTYPE_F32, y_b, &err),
+                 &err);
     double max_err = 0, max_ref = 0;
     for (int i = 0; i < T * H; i++) {
         max_err = fmax(max_err, fabs((double)y_a[i] + (double)y_b[i] - (double)y_full[i]));
@@ -506,27 +557,32 @@ START_TEST(test_io_dtypes) {
     ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
     static float ref[T * H];
     ck_assert_ok(moeq_moe_apply(b.layer, ctx, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_F32, ref, &err), &err);
+                                MOEQ_DTYPE_F32, ref, &err),
+                 &err);
     static uint16_t xb[T * H], ob[T * H], xh[T * H], oh[T * H];
     moeq__from_f32_ref(MOEQ_DTYPE_BF16, g_x, T * H, xb); /* g_x holds bf16 values: exact */
     moeq__from_f32_ref(MOEQ_DTYPE_F16, g_x, T * H, xh);
     ck_assert_ok(moeq_moe_apply(b.layer, ctx, MOEQ_DTYPE_BF16, xb, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_BF16, ob, &err), &err);
+                                MOEQ_DTYPE_BF16, ob, &err),
+                 &err);
     ck_assert_ok(moeq_moe_apply(b.layer, ctx, MOEQ_DTYPE_BF16, xb, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_F16, oh, &err), &err);
+                                MOEQ_DTYPE_F16, oh, &err),
+                 &err);
     for (int i = 0; i < T * H; i++) {
         ck_assert_uint_eq(ob[i], moeq__f32_to_bf16(ref[i]));
         ck_assert_uint_eq(oh[i], moeq__f32_to_f16(ref[i]));
     }
     /* f16 input of the same values gives the same output */
     ck_assert_ok(moeq_moe_apply(b.layer, ctx, MOEQ_DTYPE_F16, xh, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_BF16, ob, &err), &err);
+                                MOEQ_DTYPE_BF16, ob, &err),
+                 &err);
     for (int i = 0; i < T * H; i++) ck_assert_uint_eq(ob[i], moeq__f32_to_bf16(ref[i]));
     /* in place (same dtype) */
     static float inplace[T * H];
     memcpy(inplace, g_x, sizeof inplace);
     ck_assert_ok(moeq_moe_apply(b.layer, ctx, MOEQ_DTYPE_F32, inplace, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_F32, inplace, &err), &err);
+                                MOEQ_DTYPE_F32, inplace, &err),
+                 &err);
     ck_assert(memcmp(inplace, ref, sizeof ref) == 0);
     ck_assert_status(moeq_moe_apply(b.layer, ctx, MOEQ_DTYPE_F32, inplace, T, K, g_ids, g_wts,
                                     MOEQ_DTYPE_BF16, inplace, &err),
@@ -555,9 +611,11 @@ START_TEST(test_forward_options) {
     ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
     static float y[T * H], y_plain[T * H];
     ck_assert_ok(moeq_moe_apply(b.layer, ctx, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_F32, y, &err), &err);
+                                MOEQ_DTYPE_F32, y, &err),
+                 &err);
     ck_assert_ok(moeq_moe_apply(plain.layer, ctx, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts,
-                                MOEQ_DTYPE_F32, y_plain, &err), &err);
+                                MOEQ_DTYPE_F32, y_plain, &err),
+                 &err);
     for (int i = 0; i < T * H; i++) ck_assert_float_eq_tol(y[i], 2.5f * y_plain[i], 1e-6f);
     /* an id of -1 contributes nothing: token 0 with only its first expert */
     int32_t ids[T * K];
@@ -567,7 +625,8 @@ START_TEST(test_forward_options) {
     ids[1] = -1;
     wts[0] = 1.0f;
     ck_assert_ok(moeq_moe_apply(plain.layer, ctx, MOEQ_DTYPE_F32, g_x, 1, K, ids, wts,
-                                MOEQ_DTYPE_F32, y, &err), &err);
+                                MOEQ_DTYPE_F32, y, &err),
+                 &err);
     static double ref[T * H];
     int32_t single[T * K];
     float wsingle[T * K];
@@ -579,16 +638,19 @@ START_TEST(test_forward_options) {
     ck_assert(rel_error(y, ref, H) < 1e-5);
     ids[1] = E;
     ck_assert_status(moeq_moe_apply(plain.layer, ctx, MOEQ_DTYPE_F32, g_x, 1, K, ids, wts,
-                                    MOEQ_DTYPE_F32, y, &err), MOEQ_STATUS_INVALID_ARG, &err);
+                                    MOEQ_DTYPE_F32, y, &err),
+                     MOEQ_STATUS_INVALID_ARG, &err);
     ck_assert_ptr_nonnull(strstr(err.message, "topk_ids[0][1] is 8"));
     ids[1] = 0;
     wts[1] = NAN;
     ck_assert_status(moeq_moe_apply(plain.layer, ctx, MOEQ_DTYPE_F32, g_x, 1, K, ids, wts,
-                                    MOEQ_DTYPE_F32, y, &err), MOEQ_STATUS_INVALID_ARG, &err);
+                                    MOEQ_DTYPE_F32, y, &err),
+                     MOEQ_STATUS_INVALID_ARG, &err);
     ck_assert_ptr_nonnull(strstr(err.message, "not finite"));
     /* T = 0 is fine, even with NULL buffers */
     ck_assert_ok(moeq_moe_apply(plain.layer, ctx, MOEQ_DTYPE_F32, NULL, 0, K, NULL, NULL,
-                                MOEQ_DTYPE_F32, NULL, &err), &err);
+                                MOEQ_DTYPE_F32, NULL, &err),
+                 &err);
     /* weight on input needs top_k 1 */
     moeq_moe_config on_input;
     memset(&on_input, 0, sizeof on_input);
@@ -596,7 +658,8 @@ START_TEST(test_forward_options) {
     built wi;
     build(&k_cases[0], NULL, 0, &on_input, &wi);
     ck_assert_status(moeq_moe_apply(wi.layer, ctx, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts,
-                                    MOEQ_DTYPE_F32, y, &err), MOEQ_STATUS_INVALID_ARG, &err);
+                                    MOEQ_DTYPE_F32, y, &err),
+                     MOEQ_STATUS_INVALID_ARG, &err);
     int32_t id1[T];
     float w1[T];
     for (int t = 0; t < T; t++) {
@@ -604,19 +667,74 @@ START_TEST(test_forward_options) {
         w1[t] = 0.5f;
     }
     /* x * 0.5 through the experts: silu is not linear, so this is not 0.5 * y */
-    ck_assert_ok(moeq_moe_apply(wi.layer, ctx, MOEQ_DTYPE_F32, g_x, T, 1, id1, w1, MOEQ_DTYPE_F32,
-                                y, &err), &err);
+    ck_assert_ok(
+        moeq_moe_apply(wi.layer, ctx, MOEQ_DTYPE_F32, g_x, T, 1, id1, w1, MOEQ_DTYPE_F32, y, &err),
+        &err);
     static float xs[T * H];
     for (int i = 0; i < T * H; i++) xs[i] = 0.5f * g_x[i];
     float ones[T];
     for (int t = 0; t < T; t++) ones[t] = 1.0f;
     ck_assert_ok(moeq_moe_apply(plain.layer, ctx, MOEQ_DTYPE_F32, xs, T, 1, id1, ones,
-                                MOEQ_DTYPE_F32, y_plain, &err), &err);
+                                MOEQ_DTYPE_F32, y_plain, &err),
+                 &err);
     for (int i = 0; i < T * H; i++) ck_assert_float_eq_tol(y[i], y_plain[i], 1e-6f);
     moeq_ctx_destroy(ctx);
     free_built(&b);
     free_built(&plain);
     free_built(&wi);
+}
+END_TEST
+
+/* Activations, their limits, biases and parameter dtypes against the test's
+ * own formulas; results identical for any thread count. */
+START_TEST(test_activation_variants) {
+    static const struct {
+        int32_t activation;
+        float alpha, limit;
+        int32_t bias, params_dtype;
+    } v[] = {
+        {MOEQ_ACT_SILU, 0, 0, 1, MOEQ_DTYPE_F32},
+        {MOEQ_ACT_SILU, 0, 0.05f, 0, MOEQ_DTYPE_F16},
+        {MOEQ_ACT_GELU, 0, 0, 1, 0},
+        {MOEQ_ACT_GELU_TANH, 0, 0, 0, 0},
+        {MOEQ_ACT_SWIGLUOAI, 0, 0, 1, 0},
+        {MOEQ_ACT_SWIGLUOAI, 1.2f, 0.03f, 0, 0},
+    };
+    moeq_moe_config extra;
+    memset(&extra, 0, sizeof extra);
+    extra.activation = v[_i].activation;
+    extra.swiglu_alpha = v[_i].alpha;
+    extra.swiglu_limit = v[_i].limit;
+    extra.has_bias = v[_i].bias;
+    extra.params_dtype = v[_i].params_dtype;
+    built b;
+    build(&k_cases[2], NULL, 0, &extra, &b); /* wna16 int4 asymmetric */
+    make_inputs();
+    moeq_error err;
+    moeq_ctx *one = NULL, *two = NULL;
+    moeq_ctx_options o1 = {1, 0}, o2 = {2, 0};
+    ck_assert_ok(moeq_ctx_create(&o1, &one, &err), &err);
+    ck_assert_ok(moeq_ctx_create(&o2, &two, &err), &err);
+    static float y1[T * H], y2[T * H];
+    ck_assert_ok(moeq_moe_apply(b.layer, one, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts,
+                                MOEQ_DTYPE_F32, y1, &err),
+                 &err);
+    ck_assert_ok(moeq_moe_apply(b.layer, two, MOEQ_DTYPE_F32, g_x, T, K, g_ids, g_wts,
+                                MOEQ_DTYPE_F32, y2, &err),
+                 &err);
+    ck_assert(memcmp(y1, y2, sizeof y1) == 0);
+    static double ref[T * H];
+    reference(&b, g_x, g_ids, g_wts, NULL, ref);
+    double e1 = rel_error(y1, ref, T * H);
+    ck_assert_msg(e1 < 1e-5, "variant %d: relative error %g", _i, e1);
+    /* the parameter dtype is what the manifest says */
+    moeq_param p;
+    ck_assert_ok(moeq_moe_find_param(b.layer, "w13_weight_scale", &p), &err);
+    ck_assert_int_eq(p.dtype, v[_i].params_dtype ? v[_i].params_dtype : MOEQ_DTYPE_BF16);
+    if (v[_i].bias) ck_assert_ok(moeq_moe_find_param(b.layer, "w2_bias", &p), &err);
+    moeq_ctx_destroy(one);
+    moeq_ctx_destroy(two);
+    free_built(&b);
 }
 END_TEST
 
@@ -631,6 +749,7 @@ static Suite *moe_suite(void) {
     tcase_add_loop_test(tc, test_expert_parallel_halves, 17, 18);
     tcase_add_loop_test(tc, test_expert_parallel_halves, 22, 23);
     tcase_add_test(tc, test_io_dtypes);
+    tcase_add_loop_test(tc, test_activation_variants, 0, 6);
     tcase_add_test(tc, test_forward_options);
     suite_add_tcase(s, tc);
     return s;

@@ -21,8 +21,8 @@ typedef struct cw {
     const char *mod;
     moeq_error *err;
     size_t rows, cols;
-    int32_t dtype;   /* the weight's dtype: F32, BF16 or F16 */
-    float *w;        /* owned: the weight rounded to dtype */
+    int32_t dtype; /* the weight's dtype: F32, BF16 or F16 */
+    float *w;      /* owned: the weight rounded to dtype */
     moeq_tensor_set *set;
 } cw;
 
@@ -43,17 +43,19 @@ static const char *args_text(const moeq_quant_args *a, char *buf, size_t n) {
 /* Checks what every entry point shares: a module name, a set, sizes and a dtype. */
 static moeq_status check_call(const char *fn, const char *mod, moeq_tensor_set **set,
                               const void *data, const char *data_name, int64_t rows,
-                              const char *rows_name, int64_t cols, int32_t dtype,
-                              moeq_error *err) {
+                              const char *rows_name, int64_t cols, int32_t dtype, moeq_error *err) {
     if (!mod || !mod[0]) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: module is %s; pass the module's name "
-                           "(\"model.layers.0.mlp.experts.3.up_proj\")", fn, mod ? "empty" : "NULL");
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "%s: module is %s; pass the module's name "
+                           "(\"model.layers.0.mlp.experts.3.up_proj\")",
+                           fn, mod ? "empty" : "NULL");
     }
     if (!set) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: set is NULL", mod);
     if (!data) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: %s is NULL", mod, data_name);
     if (rows < 1 || cols < 1) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: %s %lld and cols %lld; both must be >= 1",
-                           mod, rows_name, (long long)rows, (long long)cols);
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "%s: %s %lld and cols %lld; both must be >= 1", mod, rows_name,
+                           (long long)rows, (long long)cols);
     }
     size_t n;
     if ((uint64_t)rows > SIZE_MAX || (uint64_t)cols > SIZE_MAX ||
@@ -80,8 +82,9 @@ static moeq_status rounded_copy(const char *mod, const char *what, const float *
         if (isfinite(r[i])) continue;
         moeq_status st;
         if (!isfinite(v[i])) {
-            st = moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: %s[%zu, %zu] = %g; values must be finite",
-                             mod, what, i / cols, i % cols, (double)v[i]);
+            st = moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                             "%s: %s[%zu, %zu] = %g; values must be finite", mod, what, i / cols,
+                             i % cols, (double)v[i]);
         } else {
             st = moeq__error(err, MOEQ_STATUS_INVALID_ARG,
                              "%s: %s[%zu, %zu] = %g overflows %s (its largest finite value is %g)",
@@ -95,8 +98,8 @@ static moeq_status rounded_copy(const char *mod, const char *what, const float *
     return MOEQ_STATUS_OK;
 }
 
-static moeq_status push(cw *c, const char *param, int32_t dtype, int32_t ndim,
-                        const int64_t *shape, void **data) {
+static moeq_status push(cw *c, const char *param, int32_t dtype, int32_t ndim, const int64_t *shape,
+                        void **data) {
     return moeq__tensor_set_push(c->set, c->mod, param, dtype, ndim, shape, data, c->err);
 }
 
@@ -128,19 +131,19 @@ static moeq_status check_groups(const cw *c) {
 /* What every quantized format asks of the args: static weights on a weight grid. */
 static moeq_status check_weight_args(const cw *c) {
     const moeq_quant_args *a = c->a;
-    if (a->dynamic != MOEQ_DYNAMIC_FALSE) return unsupported(c, "are dynamic; stored weights are static");
+    if (a->dynamic != MOEQ_DYNAMIC_FALSE)
+        return unsupported(c, "are dynamic; stored weights are static");
     switch (a->strategy) {
         case MOEQ_STRATEGY_TENSOR:
-        case MOEQ_STRATEGY_CHANNEL:
-            return MOEQ_STATUS_OK;
+        case MOEQ_STRATEGY_CHANNEL: return MOEQ_STATUS_OK;
         case MOEQ_STRATEGY_GROUP:
-        case MOEQ_STRATEGY_TENSOR_GROUP:
-            return check_groups(c);
+        case MOEQ_STRATEGY_TENSOR_GROUP: return check_groups(c);
         case MOEQ_STRATEGY_BLOCK:
             if (a->block_rows > 0 && a->block_cols > 0) return MOEQ_STATUS_OK;
-            return moeq__error(c->err, MOEQ_STATUS_INVALID_ARG,
-                               "%s: block strategy with block_structure [%d, %d]; expected positive sizes",
-                               c->mod, (int)a->block_rows, (int)a->block_cols);
+            return moeq__error(
+                c->err, MOEQ_STATUS_INVALID_ARG,
+                "%s: block strategy with block_structure [%d, %d]; expected positive sizes", c->mod,
+                (int)a->block_rows, (int)a->block_cols);
         default:
             return unsupported(c, "have no weight scale layout for this strategy (token and "
                                   "attn_head are for activations)");
@@ -153,8 +156,10 @@ static moeq_status check_plain_scale_dtype(const cw *c) {
     const int32_t sd = c->a->scale_dtype;
     if (sd == MOEQ_DTYPE_INVALID || sd == c->dtype) return MOEQ_STATUS_OK;
     char why[160];
-    snprintf(why, sizeof why, "have scale_dtype %s; moeq writes int and FP8 scales in the weight "
-             "dtype (%s), so leave scale_dtype null", moeq_dtype_name(sd), moeq_dtype_name(c->dtype));
+    snprintf(why, sizeof why,
+             "have scale_dtype %s; moeq writes int and FP8 scales in the weight "
+             "dtype (%s), so leave scale_dtype null",
+             moeq_dtype_name(sd), moeq_dtype_name(c->dtype));
     return unsupported(c, why);
 }
 
@@ -179,8 +184,8 @@ static moeq_status check_g_idx(const cw *c, const int32_t *g_idx) {
     for (size_t col = 0; col < c->cols && st == MOEQ_STATUS_OK; col++) {
         if (g_idx[col] < 0 || (size_t)g_idx[col] >= groups) {
             st = moeq__error(c->err, MOEQ_STATUS_INVALID_ARG,
-                             "%s: g_idx[%zu] = %d; expected a group index in [0, %zu)", c->mod,
-                             col, (int)g_idx[col], groups);
+                             "%s: g_idx[%zu] = %d; expected a group index in [0, %zu)", c->mod, col,
+                             (int)g_idx[col], groups);
         } else {
             count[g_idx[col]]++;
         }
@@ -221,10 +226,14 @@ static moeq__grid grid_of(const cw *c, int32_t *ndim, int64_t shape[2]) {
 
 static moeq__wquant wquant_of(const cw *c) {
     const moeq_quant_args *a = c->a;
-    const moeq__wquant wq = {a->type, a->num_bits, a->symmetric, a->strategy,
+    const moeq__wquant wq = {a->type,
+                             a->num_bits,
+                             a->symmetric,
+                             a->strategy,
                              a->group_size > 0 ? a->group_size : 0,
                              a->block_rows > 0 ? a->block_rows : 0,
-                             a->block_cols > 0 ? a->block_cols : 0, c->dtype};
+                             a->block_cols > 0 ? a->block_cols : 0,
+                             c->dtype};
     return wq;
 }
 
@@ -271,8 +280,8 @@ static moeq_status write_int(cw *c, bool packed, const int32_t *g_idx) {
     if (!scale || !zp || !q) st = nomem(c->mod, c->err);
     if (st == MOEQ_STATUS_OK) {
         const moeq__wquant wq = wquant_of(c);
-        moeq__quantize_int_ref(&wq, c->w, c->rows, c->cols, g_idx, scale,
-                               a->symmetric ? NULL : zp, q);
+        moeq__quantize_int_ref(&wq, c->w, c->rows, c->cols, g_idx, scale, a->symmetric ? NULL : zp,
+                               q);
     }
     void *data;
     if (st == MOEQ_STATUS_OK && packed) {
@@ -280,7 +289,8 @@ static moeq_status write_int(cw *c, bool packed, const int32_t *g_idx) {
         const int64_t shape[2] = {(int64_t)c->rows, (int64_t)words};
         st = push(c, "weight_packed", MOEQ_DTYPE_I32, 2, shape, &data);
         for (size_t r = 0; st == MOEQ_STATUS_OK && r < c->rows; r++) {
-            moeq__int_pack_row_ref(q + r * c->cols, c->cols, bits, false, (uint32_t *)data + r * words);
+            moeq__int_pack_row_ref(q + r * c->cols, c->cols, bits, false,
+                                   (uint32_t *)data + r * words);
         }
     } else if (st == MOEQ_STATUS_OK) {
         const int64_t shape[2] = {(int64_t)c->rows, (int64_t)c->cols};
@@ -290,11 +300,13 @@ static moeq_status write_int(cw *c, bool packed, const int32_t *g_idx) {
     if (st == MOEQ_STATUS_OK) st = write_float_scale(c, scale, ncell, sdim, sshape);
     if (st == MOEQ_STATUS_OK && !a->symmetric) {
         /* 0.9.4+: group and channel zero points are packed along dim 0 */
-        if (packed && (a->strategy == MOEQ_STRATEGY_GROUP || a->strategy == MOEQ_STRATEGY_CHANNEL)) {
+        if (packed &&
+            (a->strategy == MOEQ_STRATEGY_GROUP || a->strategy == MOEQ_STRATEGY_CHANNEL)) {
             const int64_t shape[2] = {(int64_t)moeq__int_packed_words(g.rows, bits, false),
                                       (int64_t)g.cols};
             st = push(c, "weight_zero_point", MOEQ_DTYPE_I32, 2, shape, &data);
-            if (st == MOEQ_STATUS_OK) moeq__int_pack_cols_ref(zp, g.rows, g.cols, bits, false, data);
+            if (st == MOEQ_STATUS_OK)
+                moeq__int_pack_cols_ref(zp, g.rows, g.cols, bits, false, data);
         } else {
             st = push(c, "weight_zero_point", MOEQ_DTYPE_I8, sdim, sshape, &data);
             if (st == MOEQ_STATUS_OK) memcpy(data, zp, ncell);
@@ -343,7 +355,8 @@ static float amax_of(const float *v, size_t n) {
 
 static moeq_status write_nvfp4(cw *c, float global) {
     const size_t gs = (size_t)c->a->group_size;
-    if (global == 0.0f) global = moeq__nvfp4_global_scale_ref(amax_of(c->w, c->rows * c->cols), c->dtype);
+    if (global == 0.0f)
+        global = moeq__nvfp4_global_scale_ref(amax_of(c->w, c->rows * c->cols), c->dtype);
     const int64_t pshape[2] = {(int64_t)c->rows, (int64_t)(c->cols / 2)};
     const int64_t sshape[2] = {(int64_t)c->rows, (int64_t)(c->cols / gs)};
     const int64_t one[1] = {1};
@@ -402,7 +415,8 @@ static moeq_status compress_int_like(cw *c, bool packed, const int32_t *g_idx) {
     if (packed) return unsupported(c, "must be int (pack-quantized packs integers)");
     if (a->num_bits != 8) return unsupported(c, "must be float with 8 bits (FP8 E4M3) or int");
     if (!a->symmetric) return unsupported(c, "are asymmetric FP8");
-    if (a->strategy == MOEQ_STRATEGY_TENSOR_GROUP) return unsupported(c, "use tensor_group with FP8");
+    if (a->strategy == MOEQ_STRATEGY_TENSOR_GROUP)
+        return unsupported(c, "use tensor_group with FP8");
     if (moeq_actorder_is_group(a->actorder)) return unsupported(c, "use actorder group with FP8");
     st = check_plain_scale_dtype(c);
     if (st == MOEQ_STATUS_OK) st = check_g_idx(c, g_idx);
@@ -412,16 +426,20 @@ static moeq_status compress_int_like(cw *c, bool packed, const int32_t *g_idx) {
 
 static moeq_status compress_nvfp4(cw *c, float global) {
     const moeq_quant_args *a = c->a;
-    if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 4) return unsupported(c, "must be float with 4 bits");
-    if (a->strategy != MOEQ_STRATEGY_TENSOR_GROUP) return unsupported(c, "need strategy tensor_group");
-    if (!a->symmetric) return unsupported(c, "are asymmetric (compressed-tensors: not supported for FP4)");
+    if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 4)
+        return unsupported(c, "must be float with 4 bits");
+    if (a->strategy != MOEQ_STRATEGY_TENSOR_GROUP)
+        return unsupported(c, "need strategy tensor_group");
+    if (!a->symmetric)
+        return unsupported(c, "are asymmetric (compressed-tensors: not supported for FP4)");
     if (moeq_actorder_is_group(a->actorder)) {
         return unsupported(c, "use actorder group (CT 0.18's NVFP4 compressor stores g_idx but "
                               "quantizes in column order)");
     }
     if (a->scale_dtype != MOEQ_DTYPE_F8_E4M3) {
-        return unsupported(c, "need scale_dtype torch.float8_e4m3fn (without it CT's calibration "
-                              "does not round the local scales that its compressor stores as E4M3)");
+        return unsupported(c,
+                           "need scale_dtype torch.float8_e4m3fn (without it CT's calibration "
+                           "does not round the local scales that its compressor stores as E4M3)");
     }
     moeq_status st = check_weight_args(c);
     if (st != MOEQ_STATUS_OK) return st;
@@ -430,9 +448,10 @@ static moeq_status compress_nvfp4(cw *c, float global) {
                            "%s: cols %zu is odd; FP4 packs two columns per byte", c->mod, c->cols);
     }
     if (!(isfinite(global) && global >= 0.0f)) {
-        return moeq__error(c->err, MOEQ_STATUS_INVALID_ARG,
-                           "%s: global_scale %g; expected 0 (compute it) or a positive finite value",
-                           c->mod, (double)global);
+        return moeq__error(
+            c->err, MOEQ_STATUS_INVALID_ARG,
+            "%s: global_scale %g; expected 0 (compute it) or a positive finite value", c->mod,
+            (double)global);
     }
     return write_nvfp4(c, global);
 }
@@ -440,7 +459,8 @@ static moeq_status compress_nvfp4(cw *c, float global) {
 static moeq_status compress_mx(cw *c, int elem_bits) {
     const moeq_quant_args *a = c->a;
     if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != elem_bits) {
-        return unsupported(c, elem_bits == 4 ? "must be float with 4 bits" : "must be float with 8 bits");
+        return unsupported(c, elem_bits == 4 ? "must be float with 4 bits"
+                                             : "must be float with 8 bits");
     }
     if (a->strategy != MOEQ_STRATEGY_GROUP || a->group_size != 32) {
         return unsupported(c, "need strategy group with group_size 32 (MX blocks)");
@@ -453,8 +473,8 @@ static moeq_status compress_mx(cw *c, int elem_bits) {
     }
     moeq_status st = check_weight_args(c);
     if (st == MOEQ_STATUS_OK && elem_bits == 4 && c->cols % 2 != 0) {
-        st = moeq__error(c->err, MOEQ_STATUS_SHAPE, "%s: cols %zu is odd; FP4 packs two columns per byte",
-                         c->mod, c->cols);
+        st = moeq__error(c->err, MOEQ_STATUS_SHAPE,
+                         "%s: cols %zu is odd; FP4 packs two columns per byte", c->mod, c->cols);
     }
     if (st == MOEQ_STATUS_OK) st = write_mx(c, elem_bits);
     return st;
@@ -478,21 +498,21 @@ static moeq_status dispatch(cw *c, const int32_t *g_idx, float global) {
     }
     switch (f) {
         case MOEQ_FORMAT_NONE:
-            return moeq__error(c->err, MOEQ_STATUS_INVALID_ARG,
-                               "%s: no compression format given; pass the format moeq_resolve returns",
-                               c->mod);
+            return moeq__error(
+                c->err, MOEQ_STATUS_INVALID_ARG,
+                "%s: no compression format given; pass the format moeq_resolve returns", c->mod);
         case MOEQ_FORMAT_MIXED_PRECISION:
             return moeq__error(c->err, MOEQ_STATUS_INVALID_ARG,
                                "%s: mixed-precision is a top-level format; pass the module's own "
-                               "(the group's format, as moeq_resolve returns it)", c->mod);
+                               "(the group's format, as moeq_resolve returns it)",
+                               c->mod);
         case MOEQ_FORMAT_PACK_QUANTIZED:
         case MOEQ_FORMAT_NAIVE_QUANTIZED:
         case MOEQ_FORMAT_INT_QUANTIZED:
         case MOEQ_FORMAT_FLOAT_QUANTIZED:
         case MOEQ_FORMAT_NVFP4_PACK_QUANTIZED:
         case MOEQ_FORMAT_MXFP4_PACK_QUANTIZED:
-        case MOEQ_FORMAT_MXFP8_QUANTIZED:
-            break;
+        case MOEQ_FORMAT_MXFP8_QUANTIZED: break;
         default:
             return moeq__error(c->err, MOEQ_STATUS_UNSUPPORTED,
                                "%s: moeq does not write format '%s' (%d); it writes dense, "
@@ -550,8 +570,8 @@ moeq_status moeq_compress(const moeq_quant_args *weights, int32_t format, const 
 static moeq_status input_scale(const moeq_quant_args *in, const char *mod, const float *x,
                                size_t tokens, size_t cols, int32_t dtype, moeq_tensor_set *set,
                                moeq_error *err) {
-    const moeq__wquant wq = {in->type, in->num_bits, in->symmetric, MOEQ_STRATEGY_TENSOR, 0, 0, 0,
-                             dtype};
+    const moeq__wquant wq = {in->type, in->num_bits, in->symmetric, MOEQ_STRATEGY_TENSOR, 0, 0,
+                             0,        dtype};
     float scale;
     int8_t zp = 0;
     uint8_t *q = moeq__malloc(tokens * cols);
@@ -586,14 +606,18 @@ static moeq_status check_input_args(const moeq_quant_args *in, const char *mod, 
     if (in->dynamic == MOEQ_DYNAMIC_LOCAL) {
         if (in->strategy != MOEQ_STRATEGY_TENSOR_GROUP || in->type != MOEQ_QTYPE_FLOAT ||
             in->num_bits != 4) {
-            return input_unsupported(in, mod, "are dynamic \"local\"; moeq calibrates that only for "
-                                              "NVFP4 (float 4-bit, tensor_group)", err);
+            return input_unsupported(in, mod,
+                                     "are dynamic \"local\"; moeq calibrates that only for "
+                                     "NVFP4 (float 4-bit, tensor_group)",
+                                     err);
         }
         return MOEQ_STATUS_OK;
     }
     if (in->strategy != MOEQ_STRATEGY_TENSOR) {
-        return input_unsupported(in, mod, "are static with a strategy other than tensor; moeq "
-                                          "calibrates static per-tensor input scales only", err);
+        return input_unsupported(in, mod,
+                                 "are static with a strategy other than tensor; moeq "
+                                 "calibrates static per-tensor input scales only",
+                                 err);
     }
     if (in->type == MOEQ_QTYPE_INT && (in->num_bits < 1 || in->num_bits > 8)) {
         return input_unsupported(in, mod, "must be int with 1..8 bits or float with 8 bits", err);
@@ -607,8 +631,8 @@ static moeq_status check_input_args(const moeq_quant_args *in, const char *mod, 
     return MOEQ_STATUS_OK;
 }
 
-moeq_status moeq_compress_input(const moeq_quant_args *input, const char *module,
-                                const float *x, int64_t tokens, int64_t cols, int32_t x_dtype,
+moeq_status moeq_compress_input(const moeq_quant_args *input, const char *module, const float *x,
+                                int64_t tokens, int64_t cols, int32_t x_dtype,
                                 moeq_tensor_set **set, moeq_error *err) {
     if (!module || !module[0] || !set) {
         return check_call("moeq_compress_input", module, set, x, "x", tokens, "tokens", cols,
@@ -626,10 +650,12 @@ moeq_status moeq_compress_input(const moeq_quant_args *input, const char *module
     if (!s) st = moeq_tensor_set_create(&s, err);
     const uint32_t n0 = moeq_tensor_set_count(s);
     if (st == MOEQ_STATUS_OK && input->dynamic == MOEQ_DYNAMIC_LOCAL) {
-        const float global = moeq__nvfp4_global_scale_ref(amax_of(r, (size_t)tokens * (size_t)cols), x_dtype);
+        const float global =
+            moeq__nvfp4_global_scale_ref(amax_of(r, (size_t)tokens * (size_t)cols), x_dtype);
         const int64_t one[1] = {1};
         void *data;
-        st = moeq__tensor_set_push(s, module, "input_global_scale", MOEQ_DTYPE_F32, 1, one, &data, err);
+        st = moeq__tensor_set_push(s, module, "input_global_scale", MOEQ_DTYPE_F32, 1, one, &data,
+                                   err);
         if (st == MOEQ_STATUS_OK) memcpy(data, &global, sizeof global);
     } else if (st == MOEQ_STATUS_OK) {
         st = input_scale(input, module, r, (size_t)tokens, (size_t)cols, x_dtype, s, err);

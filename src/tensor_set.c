@@ -12,10 +12,10 @@
 #include <string.h>
 
 struct moeq_tensor_set {
-    moeq_tensor *t;  /* [n], views into blocks */
-    void **blocks;   /* [n], what each view points into */
+    moeq_tensor *t; /* [n], views into blocks */
+    void **blocks;  /* [n], what each view points into */
     uint32_t n, cap;
-    uint32_t *slots; /* open addressing: tensor index + 1, 0 = empty */
+    uint32_t *slots;  /* open addressing: tensor index + 1, 0 = empty */
     uint32_t n_slots; /* power of two, >= 2 * n, or 0 */
 };
 
@@ -64,7 +64,8 @@ static bool reserve_one(moeq_tensor_set *s) {
 }
 
 moeq_status moeq_tensor_set_create(moeq_tensor_set **out, moeq_error *err) {
-    if (!out) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "moeq_tensor_set_create: out is NULL");
+    if (!out)
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "moeq_tensor_set_create: out is NULL");
     *out = moeq__calloc(1, sizeof **out);
     if (!*out) return moeq__error(err, MOEQ_STATUS_NOMEM, "moeq_tensor_set_create: out of memory");
     return MOEQ_STATUS_OK;
@@ -109,9 +110,9 @@ void moeq__tensor_set_truncate(moeq_tensor_set *set, uint32_t n) {
 }
 
 /* Appends a tensor whose name is prefix + sep + param, with `nbytes` zeroed bytes. */
-static moeq_status push(moeq_tensor_set *s, const char *prefix, const char *sep,
-                        const char *param, int32_t dtype, int32_t ndim, const int64_t *shape,
-                        size_t nbytes, void **data, moeq_error *err) {
+static moeq_status push(moeq_tensor_set *s, const char *prefix, const char *sep, const char *param,
+                        int32_t dtype, int32_t ndim, const int64_t *shape, size_t nbytes,
+                        void **data, moeq_error *err) {
     const size_t lp = strlen(prefix), ls = strlen(sep), lq = strlen(param);
     const size_t data_room = (nbytes + 7u) & ~(size_t)7u;
     size_t total;
@@ -156,7 +157,8 @@ static moeq_status push(moeq_tensor_set *s, const char *prefix, const char *sep,
 static bool tensor_bytes(int32_t dtype, int32_t ndim, const int64_t *shape, size_t *out) {
     size_t n = moeq_dtype_size(dtype);
     for (int32_t d = 0; d < ndim; d++) {
-        if (shape[d] < 0 || (uint64_t)shape[d] > SIZE_MAX || !moeq__mul_size(n, (size_t)shape[d], &n)) {
+        if (shape[d] < 0 || (uint64_t)shape[d] > SIZE_MAX ||
+            !moeq__mul_size(n, (size_t)shape[d], &n)) {
             return false;
         }
     }
@@ -165,8 +167,8 @@ static bool tensor_bytes(int32_t dtype, int32_t ndim, const int64_t *shape, size
 }
 
 moeq_status moeq__tensor_set_push(moeq_tensor_set *set, const char *module, const char *param,
-                                  int32_t dtype, int32_t ndim, const int64_t *shape,
-                                  void **data, moeq_error *err) {
+                                  int32_t dtype, int32_t ndim, const int64_t *shape, void **data,
+                                  moeq_error *err) {
     size_t nbytes;
     const char *sep = module[0] ? "." : "";
     if (!tensor_bytes(dtype, ndim, shape, &nbytes)) {
@@ -176,19 +178,19 @@ moeq_status moeq__tensor_set_push(moeq_tensor_set *set, const char *module, cons
     return push(set, module, sep, param, dtype, ndim, shape, nbytes, data, err);
 }
 
-moeq_status moeq_tensor_set_add(moeq_tensor_set **set, const moeq_tensor *tensor,
-                                moeq_error *err) {
+moeq_status moeq_tensor_set_add(moeq_tensor_set **set, const moeq_tensor *tensor, moeq_error *err) {
     if (!set || !tensor) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "moeq_tensor_set_add: %s is NULL",
                            !set ? "set" : "tensor");
     }
     const moeq_tensor *t = tensor;
     if (!t->name || !t->name[0]) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "moeq_tensor_set_add: the tensor has no name");
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "moeq_tensor_set_add: the tensor has no name");
     }
     if (moeq_dtype_size(t->dtype) == 0) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: dtype %d is not a moeq_dtype", t->name,
-                           (int)t->dtype);
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: dtype %d is not a moeq_dtype",
+                           t->name, (int)t->dtype);
     }
     if (t->ndim < 0 || t->ndim > MOEQ_MAX_DIMS) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: ndim %d, expected 0..%d", t->name,
@@ -210,7 +212,8 @@ moeq_status moeq_tensor_set_add(moeq_tensor_set **set, const moeq_tensor *tensor
         if (st != MOEQ_STATUS_OK) return st;
     }
     void *data;
-    const moeq_status st = push(s, "", "", t->name, t->dtype, t->ndim, t->shape, nbytes, &data, err);
+    const moeq_status st =
+        push(s, "", "", t->name, t->dtype, t->ndim, t->shape, nbytes, &data, err);
     if (st != MOEQ_STATUS_OK) {
         if (s != *set) moeq_tensor_set_destroy(s);
         return st;

@@ -12,8 +12,8 @@
  * filled in place.  Errors name the tensor.
  * @return OK, INVALID_ARG (the name is taken), SHAPE (the size overflows), NOMEM. */
 moeq_status moeq__tensor_set_push(moeq_tensor_set *set, const char *module, const char *param,
-                                  int32_t dtype, int32_t ndim, const int64_t *shape,
-                                  void **data, moeq_error *err);
+                                  int32_t dtype, int32_t ndim, const int64_t *shape, void **data,
+                                  moeq_error *err);
 
 /* Drops every tensor from index n on (n <= count): undoes pushes after a failure. */
 void moeq__tensor_set_truncate(moeq_tensor_set *set, uint32_t n);

@@ -24,7 +24,7 @@
 #include <math.h>
 
 #define CONF_DIR MOEQ_TEST_DATA_DIR "/conformance"
-#define MODULE "model.layers.0.mlp.experts.3.up_proj"
+#define MODULE   "model.layers.0.mlp.experts.3.up_proj"
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
@@ -98,7 +98,8 @@ static moeq_quant_args qargs(int32_t type, int bits, int sym, int32_t strategy, 
     a.strategy_given = 1;
     a.group_size = gs;
     a.scale_dtype = MOEQ_DTYPE_INVALID;
-    a.zp_dtype = sym ? MOEQ_DTYPE_INVALID : (type == MOEQ_QTYPE_INT ? MOEQ_DTYPE_I8 : MOEQ_DTYPE_F8_E4M3);
+    a.zp_dtype =
+        sym ? MOEQ_DTYPE_INVALID : (type == MOEQ_QTYPE_INT ? MOEQ_DTYPE_I8 : MOEQ_DTYPE_F8_E4M3);
     a.observer = "memoryless_minmax";
     return a;
 }
@@ -116,7 +117,8 @@ static void load_index(void) {
     cJSON *j = cJSON_ParseWithLength(text, len);
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(j, "cases");
     for (const cJSON *e = cases ? cases->child : NULL; e && n_cases < MAX_CASES; e = e->next) {
-        if (cJSON_IsString(e)) snprintf(case_names[n_cases++], sizeof case_names[0], "%s", e->valuestring);
+        if (cJSON_IsString(e))
+            snprintf(case_names[n_cases++], sizeof case_names[0], "%s", e->valuestring);
     }
     cJSON_Delete(j);
     free(text);
@@ -298,11 +300,12 @@ static void build_rt_cases(void) {
     static const int32_t fstrat[] = {MOEQ_STRATEGY_TENSOR, MOEQ_STRATEGY_CHANNEL,
                                      MOEQ_STRATEGY_GROUP, MOEQ_STRATEGY_BLOCK};
     for (size_t s = 0; s < 4; s++) {
-        moeq_quant_args a = qargs(MOEQ_QTYPE_FLOAT, 8, 1, fstrat[s],
-                                  fstrat[s] == MOEQ_STRATEGY_GROUP ? 32 : 0);
+        moeq_quant_args a =
+            qargs(MOEQ_QTYPE_FLOAT, 8, 1, fstrat[s], fstrat[s] == MOEQ_STRATEGY_GROUP ? 32 : 0);
         if (fstrat[s] == MOEQ_STRATEGY_BLOCK) a.block_rows = 16, a.block_cols = 32;
         snprintf(name, sizeof name, "float-q fp8 %s", moeq_strategy_name(fstrat[s]));
-        rt_add(name, MOEQ_FORMAT_FLOAT_QUANTIZED, a, 40, 72 + (fstrat[s] == MOEQ_STRATEGY_GROUP) * 24, 0);
+        rt_add(name, MOEQ_FORMAT_FLOAT_QUANTIZED, a, 40,
+               72 + (fstrat[s] == MOEQ_STRATEGY_GROUP) * 24, 0);
     }
     rt_add("naive fp8 channel", MOEQ_FORMAT_NAIVE_QUANTIZED,
            qargs(MOEQ_QTYPE_FLOAT, 8, 1, MOEQ_STRATEGY_CHANNEL, 0), 16, 64, 0);
@@ -317,8 +320,10 @@ static void build_rt_cases(void) {
         a.num_bits = 8;
         rt_add("mxfp8", MOEQ_FORMAT_MXFP8_QUANTIZED, a, 8, 64, 0);
     }
-    rt_add("dense", MOEQ_FORMAT_DENSE, qargs(MOEQ_QTYPE_INT, 4, 1, MOEQ_STRATEGY_GROUP, 32), 8, 64, 0);
-    rt_add("fakequant", MOEQ_FORMAT_FAKEQUANT, qargs(MOEQ_QTYPE_INT, 4, 1, MOEQ_STRATEGY_GROUP, 32), 8, 32, 0);
+    rt_add("dense", MOEQ_FORMAT_DENSE, qargs(MOEQ_QTYPE_INT, 4, 1, MOEQ_STRATEGY_GROUP, 32), 8, 64,
+           0);
+    rt_add("fakequant", MOEQ_FORMAT_FAKEQUANT, qargs(MOEQ_QTYPE_INT, 4, 1, MOEQ_STRATEGY_GROUP, 32),
+           8, 32, 0);
 }
 
 START_TEST(test_round_trip_count) {
@@ -330,7 +335,8 @@ END_TEST
 START_TEST(test_round_trip) {
     const rt_case *c = &rt[_i];
     float *w = random_weight(c->rows, c->cols, (uint64_t)_i + 1);
-    int32_t *g_idx = c->g_idx ? random_g_idx(c->cols, (size_t)c->args.group_size, (uint64_t)_i) : NULL;
+    int32_t *g_idx =
+        c->g_idx ? random_g_idx(c->cols, (size_t)c->args.group_size, (uint64_t)_i) : NULL;
     moeq_tensor_set *set = NULL;
     moeq_error err;
     ck_assert_ok(moeq_compress(&c->args, c->format, MODULE, w, (int64_t)c->rows, (int64_t)c->cols,
@@ -347,13 +353,14 @@ START_TEST(test_round_trip) {
     if (c->format == MOEQ_FORMAT_DENSE || c->format == MOEQ_FORMAT_FAKEQUANT) {
         ck_assert_uint_eq(n, 1);
         for (size_t i = 0; i < c->rows * c->cols; i++) {
-            if (out[i] != moeq__round_to_dtype(c->dtype, w[i])) ck_abort_msg("%s: element %zu", c->name, i);
+            if (out[i] != moeq__round_to_dtype(c->dtype, w[i]))
+                ck_abort_msg("%s: element %zu", c->name, i);
         }
     } else {
         /* the scale grid as the reader decodes it, for the step of each element */
         moeq__ct_weight cw;
-        ck_assert_ok(moeq__ct_weight_build(&c->args, c->format, 0, MODULE, moeq_tensor_set_get(set, 0),
-                                           n, &cw, &err),
+        ck_assert_ok(moeq__ct_weight_build(&c->args, c->format, 0, MODULE,
+                                           moeq_tensor_set_get(set, 0), n, &cw, &err),
                      &err);
         const moeq__qweight *q = &cw.qw;
         double worst = 0.0;
@@ -367,9 +374,10 @@ START_TEST(test_round_trip) {
                 const double e = fabs(out[r * c->cols + col] - x);
                 const double tol = moeq_test_tolerance(&c->args, c->dtype, v, s);
                 if (!(e <= tol)) { /* no ck_assert per element: each one writes to Check's log */
-                    ck_abort_msg("%s: [%zu, %zu] = %.9g dequantizes to %.9g (scale %.6g, error %.3g "
-                                 "steps > %.3g)", c->name, r, col, x, (double)out[r * c->cols + col], s,
-                                 e / s, tol / s);
+                    ck_abort_msg(
+                        "%s: [%zu, %zu] = %.9g dequantizes to %.9g (scale %.6g, error %.3g "
+                        "steps > %.3g)",
+                        c->name, r, col, x, (double)out[r * c->cols + col], s, e / s, tol / s);
                 }
                 if (s > 0 && e / s > worst) worst = e / s;
             }
@@ -386,7 +394,8 @@ START_TEST(test_round_trip) {
     ck_assert_int_eq(gt != NULL, want_gidx);
     if (gt) {
         for (size_t col = 0; col < c->cols; col++) {
-            if (((const int32_t *)gt->data)[col] != (g_idx ? g_idx[col] : -1)) ck_abort_msg("g_idx[%zu]", col);
+            if (((const int32_t *)gt->data)[col] != (g_idx ? g_idx[col] : -1))
+                ck_abort_msg("g_idx[%zu]", col);
         }
     }
     moeq_tensor_set_destroy(set);
@@ -407,11 +416,14 @@ START_TEST(test_stored_tensors) {
         {MOEQ_FORMAT_PACK_QUANTIZED, MOEQ_QTYPE_INT, 4, 1, MOEQ_STRATEGY_GROUP, 32, 0,
          "weight_packed:I32[24,16] weight_scale:BF16[24,4] weight_shape:I64[2]"},
         {MOEQ_FORMAT_PACK_QUANTIZED, MOEQ_QTYPE_INT, 4, 0, MOEQ_STRATEGY_GROUP, 32, 0,
-         "weight_packed:I32[24,16] weight_scale:BF16[24,4] weight_zero_point:I32[3,4] weight_shape:I64[2]"},
+         "weight_packed:I32[24,16] weight_scale:BF16[24,4] weight_zero_point:I32[3,4] "
+         "weight_shape:I64[2]"},
         {MOEQ_FORMAT_PACK_QUANTIZED, MOEQ_QTYPE_INT, 3, 0, MOEQ_STRATEGY_CHANNEL, 0, 0,
-         "weight_packed:I32[24,12] weight_scale:BF16[24,1] weight_zero_point:I32[3,1] weight_shape:I64[2]"},
+         "weight_packed:I32[24,12] weight_scale:BF16[24,1] weight_zero_point:I32[3,1] "
+         "weight_shape:I64[2]"},
         {MOEQ_FORMAT_PACK_QUANTIZED, MOEQ_QTYPE_INT, 8, 0, MOEQ_STRATEGY_TENSOR, 0, 0,
-         "weight_packed:I32[24,32] weight_scale:BF16[1] weight_zero_point:I8[1] weight_shape:I64[2]"},
+         "weight_packed:I32[24,32] weight_scale:BF16[1] weight_zero_point:I8[1] "
+         "weight_shape:I64[2]"},
         {MOEQ_FORMAT_INT_QUANTIZED, MOEQ_QTYPE_INT, 4, 0, MOEQ_STRATEGY_GROUP, 64, 0,
          "weight:I8[24,128] weight_scale:BF16[24,2] weight_zero_point:I8[24,2]"},
         {MOEQ_FORMAT_FLOAT_QUANTIZED, MOEQ_QTYPE_FLOAT, 8, 1, MOEQ_STRATEGY_CHANNEL, 0, 0,
@@ -423,32 +435,34 @@ START_TEST(test_stored_tensors) {
          MOEQ_DTYPE_U8, "weight_packed:U8[24,64] weight_scale:U8[24,4]"},
         {MOEQ_FORMAT_MXFP8_QUANTIZED, MOEQ_QTYPE_FLOAT, 8, 1, MOEQ_STRATEGY_GROUP, 32,
          MOEQ_DTYPE_U8, "weight:F8_E4M3[24,128] weight_scale:U8[24,4]"},
-        {MOEQ_FORMAT_DENSE, MOEQ_QTYPE_INT, 4, 1, MOEQ_STRATEGY_GROUP, 32, 0, "weight:BF16[24,128]"},
+        {MOEQ_FORMAT_DENSE, MOEQ_QTYPE_INT, 4, 1, MOEQ_STRATEGY_GROUP, 32, 0,
+         "weight:BF16[24,128]"},
     };
     float *w = random_weight(24, 128, 5);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        moeq_quant_args a = qargs(cases[k].type, cases[k].bits, cases[k].sym, cases[k].strategy,
-                                  cases[k].gs);
+        moeq_quant_args a =
+            qargs(cases[k].type, cases[k].bits, cases[k].sym, cases[k].strategy, cases[k].gs);
         a.scale_dtype = cases[k].scale_dtype;
         moeq_tensor_set *set = NULL;
         moeq_error err;
-        ck_assert_ok(moeq_compress(&a, cases[k].format, "m", w, 24, 128, MOEQ_DTYPE_BF16, NULL, 0.0f,
-                                   &set, &err),
+        ck_assert_ok(moeq_compress(&a, cases[k].format, "m", w, 24, 128, MOEQ_DTYPE_BF16, NULL,
+                                   0.0f, &set, &err),
                      &err);
         char got[512] = "";
         size_t len = 0;
         for (uint32_t i = 0; i < moeq_tensor_set_count(set); i++) {
             const moeq_tensor *t = moeq_tensor_set_get(set, i);
             ck_assert_str_eq(t->file ? "file" : "", "");
-            len += (size_t)snprintf(got + len, sizeof got - len, "%s%s:%s[", i ? " " : "", t->name + 2,
-                                    moeq_dtype_name(t->dtype));
+            len += (size_t)snprintf(got + len, sizeof got - len, "%s%s:%s[", i ? " " : "",
+                                    t->name + 2, moeq_dtype_name(t->dtype));
             for (int32_t d = 0; d < t->ndim; d++) {
                 len += (size_t)snprintf(got + len, sizeof got - len, "%s%lld", d ? "," : "",
                                         (long long)t->shape[d]);
             }
             len += (size_t)snprintf(got + len, sizeof got - len, "]");
         }
-        ck_assert_msg(strcmp(got, cases[k].want) == 0, "case %zu: got %s, want %s", k, got, cases[k].want);
+        ck_assert_msg(strcmp(got, cases[k].want) == 0, "case %zu: got %s, want %s", k, got,
+                      cases[k].want);
         moeq_tensor_set_destroy(set);
     }
     free(w);
@@ -462,9 +476,11 @@ START_TEST(test_set_accumulates) {
     moeq_tensor_set *set = NULL;
     moeq_error err;
     ck_assert_ok(moeq_compress(&a, MOEQ_FORMAT_PACK_QUANTIZED, "a.gate_proj", w, 8, 64,
-                               MOEQ_DTYPE_BF16, NULL, 0.0f, &set, &err), &err);
+                               MOEQ_DTYPE_BF16, NULL, 0.0f, &set, &err),
+                 &err);
     ck_assert_ok(moeq_compress(&a, MOEQ_FORMAT_PACK_QUANTIZED, "a.up_proj", w, 4, 128,
-                               MOEQ_DTYPE_BF16, NULL, 0.0f, &set, &err), &err);
+                               MOEQ_DTYPE_BF16, NULL, 0.0f, &set, &err),
+                 &err);
     ck_assert_uint_eq(moeq_tensor_set_count(set), 6);
     const moeq_tensor *t = moeq_tensor_set_find(set, "a.up_proj.weight_shape");
     ck_assert_ptr_nonnull(t);
@@ -477,7 +493,8 @@ START_TEST(test_set_accumulates) {
     ck_assert_status(moeq_compress(&a, MOEQ_FORMAT_PACK_QUANTIZED, "a.up_proj", w, 4, 128,
                                    MOEQ_DTYPE_BF16, NULL, 0.0f, &set, &err),
                      MOEQ_STATUS_INVALID_ARG, &err);
-    ck_assert_ptr_nonnull(strstr(err.message, "a.up_proj.weight_packed: a tensor of that name is already"));
+    ck_assert_ptr_nonnull(
+        strstr(err.message, "a.up_proj.weight_packed: a tensor of that name is already"));
     ck_assert_uint_eq(moeq_tensor_set_count(set), 6);
     /* and it still finds everything after the failed attempt */
     ck_assert_ptr_nonnull(moeq_tensor_set_find(set, "a.gate_proj.weight_scale"));
@@ -502,9 +519,11 @@ START_TEST(test_nvfp4_shared_global) {
     moeq_tensor_set *set = NULL;
     moeq_error err;
     ck_assert_ok(moeq_compress(&a, MOEQ_FORMAT_NVFP4_PACK_QUANTIZED, "e.gate_proj", gate, 16, 64,
-                               MOEQ_DTYPE_BF16, NULL, global, &set, &err), &err);
+                               MOEQ_DTYPE_BF16, NULL, global, &set, &err),
+                 &err);
     ck_assert_ok(moeq_compress(&a, MOEQ_FORMAT_NVFP4_PACK_QUANTIZED, "e.up_proj", up, 16, 64,
-                               MOEQ_DTYPE_BF16, NULL, 0.0f, &set, &err), &err);
+                               MOEQ_DTYPE_BF16, NULL, 0.0f, &set, &err),
+                 &err);
     float g1, g2;
     memcpy(&g1, moeq_tensor_set_find(set, "e.gate_proj.weight_global_scale")->data, 4);
     memcpy(&g2, moeq_tensor_set_find(set, "e.up_proj.weight_global_scale")->data, 4);
@@ -552,13 +571,15 @@ START_TEST(test_input_tensors) {
     /* int8 symmetric: amax / 127.5, in F32 */
     moeq_quant_args i8 = qargs(MOEQ_QTYPE_INT, 8, 1, MOEQ_STRATEGY_TENSOR, 0);
     ck_assert_ok(moeq_compress_input(&i8, "l.k_proj", x, 2, 4, MOEQ_DTYPE_F32, &set, &err), &err);
-    ck_assert_float_eq(tensor_f32(moeq_tensor_set_find(set, "l.k_proj.input_scale")), 3.5f / 127.5f);
+    ck_assert_float_eq(tensor_f32(moeq_tensor_set_find(set, "l.k_proj.input_scale")),
+                       3.5f / 127.5f);
     ck_assert_ptr_null(moeq_tensor_set_find(set, "l.k_proj.input_zero_point"));
     /* int8 asymmetric: (max - min) / 255 = 5.5 / 255, zp = -128 - (-2 / s) = -35.27 -> -35 */
     i8.symmetric = 0;
     i8.zp_dtype = MOEQ_DTYPE_I8;
     ck_assert_ok(moeq_compress_input(&i8, "l.v_proj", x, 2, 4, MOEQ_DTYPE_F32, &set, &err), &err);
-    ck_assert_float_eq(tensor_f32(moeq_tensor_set_find(set, "l.v_proj.input_scale")), 5.5f / 255.0f);
+    ck_assert_float_eq(tensor_f32(moeq_tensor_set_find(set, "l.v_proj.input_scale")),
+                       5.5f / 255.0f);
     t = moeq_tensor_set_find(set, "l.v_proj.input_zero_point");
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(t->dtype, MOEQ_DTYPE_I8);
@@ -639,11 +660,13 @@ static const bad_case k_bad[] = {
     {"dtype I8", MOEQ_STATUS_INVALID_ARG, "dtype I8 (7); expected F32, BF16 or F16"},
     {"NaN weight", MOEQ_STATUS_INVALID_ARG, MODULE ": weight[3, 7] = nan; values must be finite"},
     {"inf weight", MOEQ_STATUS_INVALID_ARG, MODULE ": weight[0, 95] = -inf"},
-    {"F16 overflow", MOEQ_STATUS_INVALID_ARG, "weight[1, 2] = 70000 overflows F16 (its largest finite value is 65504)"},
+    {"F16 overflow", MOEQ_STATUS_INVALID_ARG,
+     "weight[1, 2] = 70000 overflows F16 (its largest finite value is 65504)"},
     {"format NONE", MOEQ_STATUS_INVALID_ARG, "no compression format given"},
     {"mixed-precision", MOEQ_STATUS_INVALID_ARG, "mixed-precision is a top-level format"},
     {"sparse", MOEQ_STATUS_UNSUPPORTED, "moeq does not write format 'sparse-bitmask'"},
-    {"args NULL", MOEQ_STATUS_INVALID_ARG, "format pack-quantized needs the weight quantization args, got NULL"},
+    {"args NULL", MOEQ_STATUS_INVALID_ARG,
+     "format pack-quantized needs the weight quantization args, got NULL"},
     {"pack float", MOEQ_STATUS_UNSUPPORTED, "must be int (pack-quantized packs integers)"},
     {"pack 9 bits", MOEQ_STATUS_UNSUPPORTED, "must be int with 1..8 bits"},
     {"group not dividing", MOEQ_STATUS_SHAPE, "cols 96 is not a multiple of group_size 64"},
@@ -651,10 +674,13 @@ static const bad_case k_bad[] = {
     {"block 0", MOEQ_STATUS_INVALID_ARG, "block_structure [0, 32]; expected positive sizes"},
     {"token weights", MOEQ_STATUS_UNSUPPORTED, "have no weight scale layout for this strategy"},
     {"dynamic weights", MOEQ_STATUS_UNSUPPORTED, "are dynamic; stored weights are static"},
-    {"scale dtype F32", MOEQ_STATUS_UNSUPPORTED, "have scale_dtype F32; moeq writes int and FP8 scales in the weight dtype (BF16)"},
+    {"scale dtype F32", MOEQ_STATUS_UNSUPPORTED,
+     "have scale_dtype F32; moeq writes int and FP8 scales in the weight dtype (BF16)"},
     {"g_idx without actorder", MOEQ_STATUS_INVALID_ARG, "g_idx given but actorder is none"},
-    {"g_idx out of range", MOEQ_STATUS_INVALID_ARG, "g_idx[5] = 3; expected a group index in [0, 3)"},
-    {"g_idx uneven groups", MOEQ_STATUS_INVALID_ARG, "g_idx gives group 0 33 columns; actorder needs exactly group_size (32)"},
+    {"g_idx out of range", MOEQ_STATUS_INVALID_ARG,
+     "g_idx[5] = 3; expected a group index in [0, 3)"},
+    {"g_idx uneven groups", MOEQ_STATUS_INVALID_ARG,
+     "g_idx gives group 0 33 columns; actorder needs exactly group_size (32)"},
     {"actorder channel", MOEQ_STATUS_UNSUPPORTED, "use actorder group without the group strategy"},
     {"global for int", MOEQ_STATUS_INVALID_ARG, "global_scale 2 given for format pack-quantized"},
     {"fp8 asym", MOEQ_STATUS_UNSUPPORTED, "are asymmetric FP8"},
@@ -663,7 +689,8 @@ static const bad_case k_bad[] = {
     {"nvfp4 no scale dtype", MOEQ_STATUS_UNSUPPORTED, "need scale_dtype torch.float8_e4m3fn"},
     {"nvfp4 group strategy", MOEQ_STATUS_UNSUPPORTED, "need strategy tensor_group"},
     {"nvfp4 odd cols", MOEQ_STATUS_SHAPE, "cols 97 is odd; FP4 packs two columns per byte"},
-    {"nvfp4 negative global", MOEQ_STATUS_INVALID_ARG, "global_scale -1; expected 0 (compute it) or a positive finite value"},
+    {"nvfp4 negative global", MOEQ_STATUS_INVALID_ARG,
+     "global_scale -1; expected 0 (compute it) or a positive finite value"},
     {"nvfp4 actorder", MOEQ_STATUS_UNSUPPORTED, "quantizes in column order"},
     {"mxfp4 group 16", MOEQ_STATUS_UNSUPPORTED, "need strategy group with group_size 32"},
     {"mxfp4 no scale dtype", MOEQ_STATUS_UNSUPPORTED, "need scale_dtype torch.uint8"},
@@ -672,30 +699,54 @@ static const bad_case k_bad[] = {
 };
 
 static void mutate(call *c, const char *what) {
-    if (!strcmp(what, "module NULL")) c->module = NULL;
-    else if (!strcmp(what, "module empty")) c->module = "";
-    else if (!strcmp(what, "set NULL")) c->setp = NULL;
-    else if (!strcmp(what, "weight NULL")) c->weight = NULL;
-    else if (!strcmp(what, "rows 0")) c->rows = 0;
-    else if (!strcmp(what, "cols negative")) c->cols = -4;
-    else if (!strcmp(what, "size overflows")) c->rows = (int64_t)1 << 62;
-    else if (!strcmp(what, "dtype I8")) c->dtype = MOEQ_DTYPE_I8;
-    else if (!strcmp(what, "NaN weight")) g_w[3 * 96 + 7] = NAN;
-    else if (!strcmp(what, "inf weight")) g_w[95] = -INFINITY;
-    else if (!strcmp(what, "F16 overflow")) c->dtype = MOEQ_DTYPE_F16, g_w[96 + 2] = 70000.0f;
-    else if (!strcmp(what, "format NONE")) c->format = MOEQ_FORMAT_NONE;
-    else if (!strcmp(what, "mixed-precision")) c->format = MOEQ_FORMAT_MIXED_PRECISION;
-    else if (!strcmp(what, "sparse")) c->format = MOEQ_FORMAT_SPARSE_BITMASK;
-    else if (!strcmp(what, "args NULL")) c->argsp = NULL;
-    else if (!strcmp(what, "pack float")) c->args.type = MOEQ_QTYPE_FLOAT, c->args.num_bits = 8;
-    else if (!strcmp(what, "pack 9 bits")) c->args.num_bits = 9;
-    else if (!strcmp(what, "group not dividing")) c->args.group_size = 64;
-    else if (!strcmp(what, "group size 0")) c->args.group_size = 0;
-    else if (!strcmp(what, "block 0")) c->args.strategy = MOEQ_STRATEGY_BLOCK, c->args.block_cols = 32;
-    else if (!strcmp(what, "token weights")) c->args.strategy = MOEQ_STRATEGY_TOKEN;
-    else if (!strcmp(what, "dynamic weights")) c->args.dynamic = MOEQ_DYNAMIC_TRUE;
-    else if (!strcmp(what, "scale dtype F32")) c->args.scale_dtype = MOEQ_DTYPE_F32;
-    else if (!strcmp(what, "g_idx without actorder")) c->g_idx = g_bad_gidx;
+    if (!strcmp(what, "module NULL"))
+        c->module = NULL;
+    else if (!strcmp(what, "module empty"))
+        c->module = "";
+    else if (!strcmp(what, "set NULL"))
+        c->setp = NULL;
+    else if (!strcmp(what, "weight NULL"))
+        c->weight = NULL;
+    else if (!strcmp(what, "rows 0"))
+        c->rows = 0;
+    else if (!strcmp(what, "cols negative"))
+        c->cols = -4;
+    else if (!strcmp(what, "size overflows"))
+        c->rows = (int64_t)1 << 62;
+    else if (!strcmp(what, "dtype I8"))
+        c->dtype = MOEQ_DTYPE_I8;
+    else if (!strcmp(what, "NaN weight"))
+        g_w[3 * 96 + 7] = NAN;
+    else if (!strcmp(what, "inf weight"))
+        g_w[95] = -INFINITY;
+    else if (!strcmp(what, "F16 overflow"))
+        c->dtype = MOEQ_DTYPE_F16, g_w[96 + 2] = 70000.0f;
+    else if (!strcmp(what, "format NONE"))
+        c->format = MOEQ_FORMAT_NONE;
+    else if (!strcmp(what, "mixed-precision"))
+        c->format = MOEQ_FORMAT_MIXED_PRECISION;
+    else if (!strcmp(what, "sparse"))
+        c->format = MOEQ_FORMAT_SPARSE_BITMASK;
+    else if (!strcmp(what, "args NULL"))
+        c->argsp = NULL;
+    else if (!strcmp(what, "pack float"))
+        c->args.type = MOEQ_QTYPE_FLOAT, c->args.num_bits = 8;
+    else if (!strcmp(what, "pack 9 bits"))
+        c->args.num_bits = 9;
+    else if (!strcmp(what, "group not dividing"))
+        c->args.group_size = 64;
+    else if (!strcmp(what, "group size 0"))
+        c->args.group_size = 0;
+    else if (!strcmp(what, "block 0"))
+        c->args.strategy = MOEQ_STRATEGY_BLOCK, c->args.block_cols = 32;
+    else if (!strcmp(what, "token weights"))
+        c->args.strategy = MOEQ_STRATEGY_TOKEN;
+    else if (!strcmp(what, "dynamic weights"))
+        c->args.dynamic = MOEQ_DYNAMIC_TRUE;
+    else if (!strcmp(what, "scale dtype F32"))
+        c->args.scale_dtype = MOEQ_DTYPE_F32;
+    else if (!strcmp(what, "g_idx without actorder"))
+        c->g_idx = g_bad_gidx;
     else if (!strcmp(what, "g_idx out of range")) {
         c->args.actorder = MOEQ_ACTORDER_GROUP;
         g_bad_gidx[5] = 3;
@@ -707,7 +758,8 @@ static void mutate(call *c, const char *what) {
     } else if (!strcmp(what, "actorder channel")) {
         c->args.actorder = MOEQ_ACTORDER_GROUP;
         c->args.strategy = MOEQ_STRATEGY_CHANNEL;
-    } else if (!strcmp(what, "global for int")) c->global = 2.0f;
+    } else if (!strcmp(what, "global for int"))
+        c->global = 2.0f;
     else if (!strcmp(what, "fp8 asym")) {
         c->format = MOEQ_FORMAT_FLOAT_QUANTIZED;
         c->args = qargs(MOEQ_QTYPE_FLOAT, 8, 0, MOEQ_STRATEGY_CHANNEL, 0);
@@ -727,7 +779,8 @@ static void mutate(call *c, const char *what) {
         if (!strcmp(what, "nvfp4 negative global")) c->global = -1.0f;
         if (!strcmp(what, "nvfp4 actorder")) c->args.actorder = MOEQ_ACTORDER_GROUP;
     } else if (!strncmp(what, "mxfp", 4)) {
-        c->format = strstr(what, "mxfp8") ? MOEQ_FORMAT_MXFP8_QUANTIZED : MOEQ_FORMAT_MXFP4_PACK_QUANTIZED;
+        c->format =
+            strstr(what, "mxfp8") ? MOEQ_FORMAT_MXFP8_QUANTIZED : MOEQ_FORMAT_MXFP4_PACK_QUANTIZED;
         c->args = qargs(MOEQ_QTYPE_FLOAT, 4, 1, MOEQ_STRATEGY_GROUP, 32);
         c->args.scale_dtype = MOEQ_DTYPE_U8;
         if (!strcmp(what, "mxfp4 group 16")) c->args.group_size = 16;
@@ -766,8 +819,8 @@ START_TEST(test_bad_inputs) {
     if (c.setp) {
         moeq_tensor_set *none = NULL;
         c.setp = &none;
-        ck_assert_int_eq(moeq_compress(c.argsp, c.format, c.module, c.weight, c.rows, c.cols, c.dtype,
-                                       c.g_idx, c.global, c.setp, NULL),
+        ck_assert_int_eq(moeq_compress(c.argsp, c.format, c.module, c.weight, c.rows, c.cols,
+                                       c.dtype, c.g_idx, c.global, c.setp, NULL),
                          b->status);
         ck_assert_ptr_null(none);
     }

@@ -800,6 +800,120 @@ MOEQ_API moeq_status moeq_compress_input(const moeq_quant_args *input, const cha
 MOEQ_API float moeq_nvfp4_global_scale(float amax, int32_t dtype);
 
 /* ------------------------------------------------------------------------ */
+/* Synthetic checkpoints (tests, demos, benchmarks)                          */
+/* ------------------------------------------------------------------------ */
+
+/* One config group of a synthetic checkpoint.  Pointers are borrowed for the
+ * duration of the call that reads the layout. */
+typedef struct moeq_synth_group {
+    const char *name;                         /* "group_0"; NULL: "group_<index>" */
+    uint32_t n_targets;                       /* >= 1 */
+    const char *const *targets;               /* as written: names, "re:" regexes, "Linear" */
+    const moeq_quant_args *weights;           /* NULL: the group quantizes no weights */
+    const moeq_quant_args *input_activations; /* NULL: 16-bit inputs */
+    int32_t format;                           /* moeq_format; NONE: inferred as CT 0.18 does */
+} moeq_synth_group;
+
+/* A small DeepSeek-V3-style MoE model.  Per layer l (prefix model.layers.l):
+ * input_layernorm and post_attention_layernorm; with attention,
+ * self_attn.{q,k,v,o}_proj; layers before first_dense_layers have a dense
+ * mlp.{gate,up,down}_proj of intermediate_size, the others the router
+ * mlp.gate (weight [E, H], e_score_correction_bias F32 [E] when asked),
+ * routed experts mlp.experts.<e>.{gate,up,down}_proj of moe_intermediate_size
+ * and, when n_shared_experts > 0, mlp.shared_experts.{gate,up,down}_proj of
+ * n_shared_experts x moe_intermediate_size.  Plus model.embed_tokens,
+ * model.norm and lm_head.  Every Linear module is compressed as moeq_resolve
+ * resolves it under the config written from `groups` and `ignore`; ignored
+ * and unmatched ones (and embeddings and norms) are stored in the model dtype.
+ * Zero-initialise and set what applies; 0 means the default where one is said. */
+typedef struct moeq_synth_layout {
+    const char *model_type;        /* config.json model_type; NULL: "deepseek_v3" */
+    int32_t num_layers;            /* num_hidden_layers, >= 1 */
+    int32_t first_dense_layers;    /* first_k_dense_replace, 0..num_layers */
+    int32_t num_experts;           /* routed experts per MoE layer, >= 1 */
+    int32_t top_k;                 /* num_experts_per_tok, 1..num_experts */
+    int32_t hidden_size;           /* H, >= 1 */
+    int32_t moe_intermediate_size; /* per expert, >= 1 */
+    int32_t intermediate_size;     /* dense MLP width; 0: 4 x moe_intermediate_size */
+    int32_t n_shared_experts;      /* 0: none */
+    int32_t scoring;               /* moeq_scoring: scoring_func "softmax" or "sigmoid" */
+    int32_t norm_topk_prob;        /* 0 or 1 */
+    int32_t n_group, topk_group;   /* grouped top-k; 0 and 0: none (written as 1 and 1) */
+    float routed_scaling_factor;   /* > 0, finite; 0: 1.0 */
+    int32_t correction_bias;       /* 1: mlp.gate.e_score_correction_bias (topk_method noaux_tc) */
+    int32_t num_attention_heads;   /* 0: no attention projections */
+    int32_t num_key_value_heads;   /* 0: num_attention_heads */
+    int32_t vocab_size;            /* 0: 512 */
+    int32_t dtype;                 /* model dtype BF16 (0 means BF16), F16 or F32 */
+    uint64_t seed;                 /* everything random derives from it and the tensor name */
+    int32_t shards;                /* 0 or 1: model.safetensors; N > 1: N shard files + index */
+    int32_t calibration_tokens;    /* rows of the calibration batches; 0: 64 */
+    float weight_std;              /* std of the random weights; 0: 0.02 */
+    uint32_t n_groups;             /* config_groups, >= 1 */
+    const moeq_synth_group *groups;
+    uint32_t n_ignore;
+    const char *const *ignore;     /* as written: names and "re:" regexes */
+} moeq_synth_layout;
+
+/* Writes a synthetic compressed-tensors checkpoint into `dir` (created when
+ * missing; its parent must exist): config.json (model fields plus the
+ * quantization_config exactly as compressed-tensors 0.18.0 writes it: sorted
+ * keys, indent 2, full QuantizationArgs, per-group formats, top-level format
+ * or "mixed-precision", status "compressed") and model.safetensors, or
+ * model-0000k-of-0000N.safetensors and model.safetensors.index.json.  Weights
+ * are seeded random values of a realistic scale (deterministic: the same
+ * layout gives the same bytes on every platform), rounded to the model dtype,
+ * then compressed with moeq_compress; fused shards (gate/up, q/k/v) share
+ * NVFP4 global scales and actorder g_idx as llm-compressor makes them.
+ * Static input scales come from seeded calibration batches through
+ * moeq_compress_input (down_proj sees act(gate) * up of its own expert).
+ * Files of the other layout (single file vs shards) left in `dir` by an
+ * earlier write are removed, and so is an old config.json before the shards
+ * are written: config.json is written last, so a failed write never leaves a
+ * config next to tensors it does not describe.
+ * Everything is checked before the directory is touched: the layout, the
+ * config (parsed back strictly), every module's resolution, and one
+ * moeq_compress per group and shape.
+ * Example:
+ *   moeq_synth_layout L;
+ *   moeq_synth_preset("nvfp4-w4a4", &L, &err);
+ *   L.num_experts = 64;
+ *   L.shards = 2;
+ *   moeq_synth_write(&L, "/tmp/nvfp4-64e", &err);
+ * @return OK, INVALID_ARG (the layout: the message names the field, e.g.
+ *         "layout.groups[1].targets[0]"; a group that matches no module),
+ *         SCHEMA/REGEX (a group the config parser rejects), UNSUPPORTED or
+ *         SHAPE (a module moeq_compress cannot write as its group says: the
+ *         message names it), IO (the directory or a file), NOMEM. */
+MOEQ_API moeq_status moeq_synth_write(const moeq_synth_layout *layout, const char *dir,
+                                      moeq_error *err);
+
+/* The values moeq_synth_write started from for tensor `name` of the layout's
+ * model, e.g. "model.layers.1.mlp.experts.3.up_proj.weight" (before
+ * compression), a norm weight or "...mlp.gate.e_score_correction_bias":
+ * rounded to the model dtype (the bias is F32).  For "<module>.input_calibration"
+ * it is the calibration batch [calibration_tokens, in] the module's static
+ * input tensors were computed from (the same for gate and up; down_proj's is
+ * silu(x Wg^T) * (x Wu^T) of its own MLP).  Writes the shape to out_shape
+ * (1-D tensors: [n, 1]) and, when out is not NULL, the values (out_count
+ * floats at least).
+ * @return OK, INVALID_ARG (layout, NULL, out_count too small), NO_MATCH (no
+ *         such tensor in this layout), NOMEM. */
+MOEQ_API moeq_status moeq_synth_original(const moeq_synth_layout *layout, const char *name,
+                                         float *out, uint64_t out_count, int64_t out_shape[2],
+                                         moeq_error *err);
+
+/* Fills *out with a named layout (pointers into static storage): "glm-mini",
+ * "wna16-int4-g128", "w8a8-fp8-block", "nvfp4-w4a4", "unquantized", ... (see
+ * moeq_synth_preset_name).  Adjust fields (seed, shards, sizes) before writing.
+ * @return OK, INVALID_ARG (NULL), NO_MATCH (unknown name: the message lists them). */
+MOEQ_API moeq_status moeq_synth_preset(const char *name, moeq_synth_layout *out,
+                                       moeq_error *err);
+/* Name and one-line description of preset i; NULL past the last one. Static storage. */
+MOEQ_API const char *moeq_synth_preset_name(uint32_t i);
+MOEQ_API const char *moeq_synth_preset_summary(uint32_t i);
+
+/* ------------------------------------------------------------------------ */
 /* Routing                                                                   */
 /* ------------------------------------------------------------------------ */
 

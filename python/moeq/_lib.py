@@ -235,6 +235,49 @@ class moeq_inspect_summary(ctypes.Structure):
         "unmatched", "unconsumed", "missing", "errors", "warnings")]
 
 
+class moeq_synth_group(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("n_targets", ctypes.c_uint32),
+        ("targets", ctypes.POINTER(ctypes.c_char_p)),
+        ("weights", moeq_quant_args_p),
+        ("input_activations", moeq_quant_args_p),
+        ("format", ctypes.c_int32),
+    ]
+
+
+class moeq_synth_layout(ctypes.Structure):
+    _fields_ = [
+        ("model_type", ctypes.c_char_p),
+        ("num_layers", ctypes.c_int32),
+        ("first_dense_layers", ctypes.c_int32),
+        ("num_experts", ctypes.c_int32),
+        ("top_k", ctypes.c_int32),
+        ("hidden_size", ctypes.c_int32),
+        ("moe_intermediate_size", ctypes.c_int32),
+        ("intermediate_size", ctypes.c_int32),
+        ("n_shared_experts", ctypes.c_int32),
+        ("scoring", ctypes.c_int32),
+        ("norm_topk_prob", ctypes.c_int32),
+        ("n_group", ctypes.c_int32),
+        ("topk_group", ctypes.c_int32),
+        ("routed_scaling_factor", ctypes.c_float),
+        ("correction_bias", ctypes.c_int32),
+        ("num_attention_heads", ctypes.c_int32),
+        ("num_key_value_heads", ctypes.c_int32),
+        ("vocab_size", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("seed", ctypes.c_uint64),
+        ("shards", ctypes.c_int32),
+        ("calibration_tokens", ctypes.c_int32),
+        ("weight_std", ctypes.c_float),
+        ("n_groups", ctypes.c_uint32),
+        ("groups", ctypes.POINTER(moeq_synth_group)),
+        ("n_ignore", ctypes.c_uint32),
+        ("ignore", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
 # Every struct above, by its C name (the ABI layout test walks this).
 STRUCTS = {
     cls.__name__: cls
@@ -242,7 +285,8 @@ STRUCTS = {
         moeq_error, moeq_quant_args, moeq_config_options, moeq_group_view, moeq_fused_name,
         moeq_resolve_options, moeq_resolution, moeq_select_options, moeq_selection,
         moeq_plan_options, moeq_tensor, moeq_route_config, moeq_moe_config, moeq_param,
-        moeq_ctx_options, moeq_inspect_options, moeq_inspect_summary,
+        moeq_ctx_options, moeq_inspect_options, moeq_inspect_summary, moeq_synth_group,
+        moeq_synth_layout,
     )
 }
 
@@ -358,6 +402,24 @@ PROTOTYPES = {
     "moeq_moe_load_checkpoint": (
         _st, [_h, _h, _s, PROGRESS_FN, ctypes.c_void_p, ctypes.POINTER(_u64),
               ctypes.POINTER(_u64), _e], True),
+    # the writer side: compressing weights, synthetic checkpoints
+    "moeq_tensor_set_create": (_st, [_hp, _e], True),
+    "moeq_tensor_set_destroy": (None, [_h], True),
+    "moeq_tensor_set_count": (_u32, [_h], True),
+    "moeq_tensor_set_get": (_tp, [_h, _u32], True),
+    "moeq_compress": (
+        _st, [moeq_quant_args_p, _i32, _s, c_float_p, _i64, _i64, _i32, c_int32_p,
+              ctypes.c_float, _hp, _e], True),
+    "moeq_compress_input": (
+        _st, [moeq_quant_args_p, _s, c_float_p, _i64, _i64, _i32, _hp, _e], True),
+    "moeq_nvfp4_global_scale": (ctypes.c_float, [ctypes.c_float, _i32], True),
+    "moeq_synth_write": (_st, [ctypes.POINTER(moeq_synth_layout), _s, _e], True),
+    "moeq_synth_original": (
+        _st, [ctypes.POINTER(moeq_synth_layout), _s, c_float_p, _u64, ctypes.POINTER(_i64), _e],
+        True),
+    "moeq_synth_preset": (_st, [_s, ctypes.POINTER(moeq_synth_layout), _e], True),
+    "moeq_synth_preset_name": (_s, [_u32], True),
+    "moeq_synth_preset_summary": (_s, [_u32], True),
     # inspecting a checkpoint
     "moeq_inspect": (
         _st, [_h, _h, ctypes.POINTER(moeq_inspect_options), _hp,

@@ -40,6 +40,7 @@ int cmd_plan(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_dequant(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 
 #endif

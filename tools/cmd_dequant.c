@@ -12,15 +12,16 @@
 #include "npy.h"
 
 static void dequant_usage(FILE *f) {
-    fprintf(f,
-            "usage: moeq dequant CONFIG SAFETENSORS MODULE [-o OUT.npy]\n\n"
-            "CONFIG is a model directory, its config.json or a bare quantization_config;\n"
-            "SAFETENSORS a .safetensors file, an index or a model directory; MODULE a module\n"
-            "name such as model.layers.3.mlp.experts.7.up_proj.  Its tensors (MODULE.weight_packed,\n"
-            ".weight, .weight_scale, .weight_zero_point, .weight_g_idx, .weight_shape,\n"
-            ".weight_global_scale) are read, checked and dequantized with the args MODULE\n"
-            "resolves to.  With -o the result is written as a float32 .npy [out, in];\n"
-            "otherwise its shape and statistics are printed.\n");
+    fprintf(
+        f,
+        "usage: moeq dequant CONFIG SAFETENSORS MODULE [-o OUT.npy]\n\n"
+        "CONFIG is a model directory, its config.json or a bare quantization_config;\n"
+        "SAFETENSORS a .safetensors file, an index or a model directory; MODULE a module\n"
+        "name such as model.layers.3.mlp.experts.7.up_proj.  Its tensors (MODULE.weight_packed,\n"
+        ".weight, .weight_scale, .weight_zero_point, .weight_g_idx, .weight_shape,\n"
+        ".weight_global_scale) are read, checked and dequantized with the args MODULE\n"
+        "resolves to.  With -o the result is written as a float32 .npy [out, in];\n"
+        "otherwise its shape and statistics are printed.\n");
 }
 
 /* An expert projection ("...experts.<n>.<proj>") resolves as EXPERT. */
@@ -76,8 +77,8 @@ int cmd_dequant(int argc, char **argv) {
     }
     /* Ignored and unmatched modules hold their weight uncompressed. */
     int32_t format = res.status == MOEQ_MATCH_QUANTIZED ? res.format : MOEQ_FORMAT_DENSE;
-    static const char *const params[] = {"weight_packed", "weight", "weight_scale",
-                                         "weight_zero_point", "weight_g_idx", "weight_shape",
+    static const char *const params[] = {"weight_packed",      "weight",       "weight_scale",
+                                         "weight_zero_point",  "weight_g_idx", "weight_shape",
                                          "weight_global_scale"};
     moeq_tensor tensors[7];
     char names[7][512];
@@ -103,8 +104,8 @@ int cmd_dequant(int argc, char **argv) {
         fprintf(stderr, "moeq: out of memory (%llu bytes)\n", (unsigned long long)bytes);
         goto done;
     }
-    if (moeq_dequantize(res.weights, format, flags, module, tensors, n, MOEQ_DTYPE_F32, data,
-                        bytes, shape, &err) != MOEQ_OK) {
+    if (moeq_dequantize(res.weights, format, flags, module, tensors, n, MOEQ_DTYPE_F32, data, bytes,
+                        shape, &err) != MOEQ_OK) {
         cli_print_error(module, &err);
         goto done;
     }

@@ -8,21 +8,22 @@
 #include "cli.h"
 
 static void inspect_usage(FILE *f) {
-    fprintf(f, "usage: moeq inspect MODEL_DIR [--json] [--engine-order] [--platform cpu|npu]\n"
-               "                    [--prefer-mxint4] [--names-only]\n\n"
-               "Reads MODEL_DIR's config.json and its safetensors files (headers only, plus the\n"
-               "scales that validation reads), finds the modules from the tensor names, plans\n"
-               "them like 'moeq plan' (MoE layers as one line), and accounts for every tensor:\n"
-               "tensors nothing reads (unconsumed), tensors a module needs that are absent\n"
-               "(missing), and modules whose tensors have the wrong dtype, shape or values.\n\n"
-               "  --json           one JSON object (modules, unconsumed, missing, errors, summary)\n"
-               "  --engine-order   resolve overlapping targets in config order (vLLM/SGLang)\n"
-               "                   instead of compressed-tensors order\n"
-               "  --platform P     cpu (default) or npu (use the npu_* layouts where SGLang does)\n"
-               "  --prefer-mxint4  int4 group-32 symmetric weights select mxint4, not wna16\n"
-               "  --names-only     account by name only: no dtype, shape or value checks\n\n"
-               "exit status: 0 every tensor accounted for, 1 unconsumed or missing tensors or\n"
-               "module errors, 2 usage, unreadable model directory or bad config\n");
+    fprintf(f,
+            "usage: moeq inspect MODEL_DIR [--json] [--engine-order] [--platform cpu|npu]\n"
+            "                    [--prefer-mxint4] [--names-only]\n\n"
+            "Reads MODEL_DIR's config.json and its safetensors files (headers only, plus the\n"
+            "scales that validation reads), finds the modules from the tensor names, plans\n"
+            "them like 'moeq plan' (MoE layers as one line), and accounts for every tensor:\n"
+            "tensors nothing reads (unconsumed), tensors a module needs that are absent\n"
+            "(missing), and modules whose tensors have the wrong dtype, shape or values.\n\n"
+            "  --json           one JSON object (modules, unconsumed, missing, errors, summary)\n"
+            "  --engine-order   resolve overlapping targets in config order (vLLM/SGLang)\n"
+            "                   instead of compressed-tensors order\n"
+            "  --platform P     cpu (default) or npu (use the npu_* layouts where SGLang does)\n"
+            "  --prefer-mxint4  int4 group-32 symmetric weights select mxint4, not wna16\n"
+            "  --names-only     account by name only: no dtype, shape or value checks\n\n"
+            "exit status: 0 every tensor accounted for, 1 unconsumed or missing tensors or\n"
+            "module errors, 2 usage, unreadable model directory or bad config\n");
 }
 
 static int32_t write_stdout(const char *data, size_t len, void *user) {

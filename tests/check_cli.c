@@ -1,10 +1,12 @@
 /*
  * check_cli.c - the moeq tool as users run it: exit codes, `plan --json`
  * matching the library, `dequant -o` writing what compressed-tensors
- * computes (the conformance fixtures' "expected" tensors).
+ * computes (the conformance fixtures' "expected" tensors), and
+ * `synth` -> `run` with .npy inputs and routing matching the library's apply.
  */
 #include "test_util.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -206,6 +208,135 @@ START_TEST(test_dequant_fixtures) {
 }
 END_TEST
 
+/* moeq synth writes a model; moeq run loads a layer of it with the input and
+ * routing given as .npy files and writes what moeq_moe_apply computes. */
+START_TEST(test_run_layer) {
+    char dir[128], x_path[160], ids_path[160], w_path[160], out_path[160], cmd[1024];
+    snprintf(dir, sizeof dir, "%s/model", tmpdir);
+    snprintf(x_path, sizeof x_path, "%s/x.npy", tmpdir);
+    snprintf(ids_path, sizeof ids_path, "%s/ids.npy", tmpdir);
+    snprintf(w_path, sizeof w_path, "%s/w.npy", tmpdir);
+    snprintf(out_path, sizeof out_path, "%s/out.npy", tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "%s synth w8a8-int8 %s --experts 8 --top-k 2 --hidden 64 --intermediate 32 "
+             "--layers 1 2>&1",
+             tool(), dir);
+    char *out = NULL;
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    free(out);
+
+    enum { T = 5, H = 64, K = 2, E = 8 };
+    float x[T * H], w[T * K];
+    int32_t ids[T * K];
+    for (int i = 0; i < T * H; i++) x[i] = sinf(0.37f * (float)i);
+    for (int t = 0; t < T; t++) {
+        ids[t * K] = (t * 3) % E;
+        ids[t * K + 1] = (t * 3 + 5) % E;
+        w[t * K] = 0.75f;
+        w[t * K + 1] = 0.25f;
+    }
+    char msg[256];
+    int64_t xs[2] = {T, H}, rs[2] = {T, K};
+    ck_assert_msg(npy_write(x_path, MOEQ_DTYPE_F32, 2, xs, x, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_msg(npy_write(ids_path, MOEQ_DTYPE_I32, 2, rs, ids, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_msg(npy_write(w_path, MOEQ_DTYPE_F32, 2, rs, w, msg, sizeof msg) == 0, "%s", msg);
+
+    const char *layer = "model.layers.0.mlp.experts";
+    snprintf(cmd, sizeof cmd,
+             "%s run %s --layer %s --input %s --topk-ids %s --topk-weights %s -o %s --check "
+             "--repeat 1 2>&1",
+             tool(), dir, layer, x_path, ids_path, w_path, out_path);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "w8a8_int8, 8 experts, hidden 64, intermediate 32"), "%s", out);
+    ck_assert_msg(strstr(out, ": ok (tolerance"), "%s", out);
+    free(out);
+
+    /* The same layer through the library. */
+    moeq_error err;
+    moeq_config *cfg = NULL;
+    moeq_checkpoint *ck = NULL;
+    ck_assert_ok(moeq_config_load(dir, NULL, &cfg, &err), &err);
+    ck_assert_ok(moeq_checkpoint_open(dir, &ck, &err), &err);
+    moeq_resolution res;
+    moeq_selection sel;
+    ck_assert_ok(moeq_resolve_moe(cfg, layer, E, NULL, NULL, &res, &err), &err);
+    ck_assert_ok(moeq_select(&res, layer, NULL, &sel, &err), &err);
+    moeq_moe_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.scheme = sel.scheme;
+    mc.weights = res.weights;
+    mc.input_activations = res.input_activations;
+    mc.format = res.format;
+    mc.dequant_flags = moeq_config_dequant_flags(cfg);
+    mc.prefix = layer;
+    mc.num_experts = E;
+    mc.hidden_size = H;
+    mc.intermediate_size = 32;
+    moeq_moe *moe = NULL;
+    ck_assert_ok(moeq_moe_create(&mc, &moe, &err), &err);
+    ck_assert_ok(moeq_moe_load_checkpoint(moe, ck, NULL, NULL, NULL, NULL, NULL, &err), &err);
+    ck_assert_ok(moeq_moe_finalize(moe, &err), &err);
+    float want[T * H];
+    moeq_ctx *ctx = NULL;
+    ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
+    ck_assert_ok(moeq_moe_apply(moe, ctx, MOEQ_DTYPE_F32, x, T, K, ids, w, MOEQ_DTYPE_F32, want,
+                                &err),
+                 &err);
+    npy_array got;
+    ck_assert_msg(npy_read(out_path, &got, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_int_eq(got.dtype, MOEQ_DTYPE_F32);
+    ck_assert_int_eq(got.ndim, 2);
+    ck_assert_int_eq(got.shape[0], T);
+    ck_assert_int_eq(got.shape[1], H);
+    double max_want = 0;
+    for (int i = 0; i < T * H; i++) max_want = fmax(max_want, fabs((double)want[i]));
+    ck_assert(max_want > 0);
+    for (int i = 0; i < T * H; i++) {
+        double d = fabs((double)((const float *)got.data)[i] - (double)want[i]);
+        ck_assert_msg(d <= 1e-6 * max_want, "out[%d]: %g vs %g", i,
+                      (double)((const float *)got.data)[i], (double)want[i]);
+    }
+    npy_free(&got);
+    moeq_ctx_destroy(ctx);
+    moeq_moe_destroy(moe);
+    moeq_checkpoint_close(ck);
+    moeq_config_destroy(cfg);
+
+    /* An expert id out of range: exit 1, naming the token and the id. */
+    ids[3 * K + 1] = E;
+    ck_assert_msg(npy_write(ids_path, MOEQ_DTYPE_I32, 2, rs, ids, msg, sizeof msg) == 0, "%s", msg);
+    snprintf(cmd, sizeof cmd, "%s run %s --layer %s --input %s --topk-ids %s --topk-weights %s 2>&1",
+             tool(), dir, layer, x_path, ids_path, w_path);
+    ck_assert_int_eq(run(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "topk_ids[3][1] is 8; must be -1 or 0..7"), "%s", out);
+    free(out);
+
+    /* An input of the wrong width: exit 1, with the shape wanted and the one given. */
+    int64_t bad[2] = {T * H / 32, 32};
+    ck_assert_msg(npy_write(x_path, MOEQ_DTYPE_F32, 2, bad, x, msg, sizeof msg) == 0, "%s", msg);
+    snprintf(cmd, sizeof cmd, "%s run %s --layer %s --input %s 2>&1", tool(), dir, layer, x_path);
+    ck_assert_int_eq(run(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "must be F32 [any, 64], got F32 [10, 32]"), "%s", out);
+    free(out);
+
+    /* Usage errors: exit 2 with the reason. */
+    snprintf(cmd, sizeof cmd, "%s run %s --layer %s --topk-ids %s 2>&1", tool(), dir, layer,
+             ids_path);
+    ck_assert_int_eq(run(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "--topk-ids and --topk-weights go together"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s run %s --layer %s --tokens 4x 2>&1", tool(), dir, layer);
+    ck_assert_int_eq(run(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "--tokens takes 1..1000000, got '4x'"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s run %s --layer model.layers.7.mlp.experts 2>&1", tool(), dir);
+    ck_assert_int_eq(run(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "no tensor named model.layers.7.mlp.experts.<expert>.<proj>.*"), "%s",
+                  out);
+    free(out);
+}
+END_TEST
+
 static Suite *cli_suite(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("core");
@@ -213,6 +344,7 @@ static Suite *cli_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_exit_codes);
     tcase_add_test(tc, test_plan_json_matches_library);
+    tcase_add_test(tc, test_run_layer);
     tcase_add_loop_test(tc, test_dequant_fixtures, 0, (int)(sizeof k_fixtures / sizeof k_fixtures[0]));
     suite_add_tcase(s, tc);
     return s;

@@ -30,8 +30,8 @@ static double number(const moeq_config *cfg, const char *key) {
 }
 
 /* Router logits from the dense router weight mlp.gate.weight [E, H]. */
-static void router_logits(const moeq_checkpoint *ck, int layer, const float *x, int T, int E,
-                          int H, float *logits) {
+static void router_logits(const moeq_checkpoint *ck, int layer, const float *x, int T, int E, int H,
+                          float *logits) {
     char name[128];
     snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", layer);
     moeq_tensor w;
@@ -76,7 +76,8 @@ START_TEST(test_preset_pipeline) {
     moeq_free(report);
     int E = (int)number(cfg, "n_routed_experts"), H = (int)number(cfg, "hidden_size");
     int I = (int)number(cfg, "moe_intermediate_size"), K = (int)number(cfg, "num_experts_per_tok");
-    int layers = (int)number(cfg, "num_hidden_layers"), dense = (int)number(cfg, "first_k_dense_replace");
+    int layers = (int)number(cfg, "num_hidden_layers"),
+        dense = (int)number(cfg, "first_k_dense_replace");
     ck_assert_uint_eq(sum.moe_layers, (uint64_t)(layers - dense));
     const char *scoring = moeq_config_model_string(cfg, "scoring_func");
 
@@ -114,25 +115,29 @@ START_TEST(test_preset_pipeline) {
         ck_assert_ok(moeq_moe_finalize(moe, &err), &err);
 
         enum { T = 5 };
-        float *x = malloc(sizeof(float) * (size_t)(T * H)), *logits = malloc(sizeof(float) * (size_t)(T * E));
+        float *x = malloc(sizeof(float) * (size_t)(T * H)),
+              *logits = malloc(sizeof(float) * (size_t)(T * E));
         for (int i = 0; i < T * H; i++) x[i] = sinf(0.7f * (float)i + (float)layer);
         router_logits(ck, layer, x, T, E, H, logits);
         moeq_route_config rc;
         memset(&rc, 0, sizeof rc);
         rc.num_experts = E;
         rc.top_k = K;
-        rc.scoring = scoring && !strcmp(scoring, "sigmoid") ? MOEQ_SCORING_SIGMOID : MOEQ_SCORING_SOFTMAX;
+        rc.scoring =
+            scoring && !strcmp(scoring, "sigmoid") ? MOEQ_SCORING_SIGMOID : MOEQ_SCORING_SOFTMAX;
         rc.renormalize = number(cfg, "norm_topk_prob") != 0;
         int32_t *ids = malloc(sizeof(int32_t) * (size_t)(T * K));
-        float *w = malloc(sizeof(float) * (size_t)(T * K)), *out = malloc(sizeof(float) * (size_t)(T * H));
+        float *w = malloc(sizeof(float) * (size_t)(T * K)),
+              *out = malloc(sizeof(float) * (size_t)(T * H));
         double *ref = malloc(sizeof(double) * (size_t)(T * H));
         ck_assert_ok(moeq_route(&rc, logits, T, ids, w, &err), &err);
         moeq_ctx *ctx = NULL;
         ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
-        ck_assert_ok(moeq_moe_apply(moe, ctx, MOEQ_DTYPE_F32, x, T, K, ids, w, MOEQ_DTYPE_F32, out,
-                                    &err),
+        ck_assert_ok(
+            moeq_moe_apply(moe, ctx, MOEQ_DTYPE_F32, x, T, K, ids, w, MOEQ_DTYPE_F32, out, &err),
+            &err);
+        ck_assert_ok(moeq_moe_apply_reference(moe, MOEQ_DTYPE_F32, x, T, K, ids, w, ref, &err),
                      &err);
-        ck_assert_ok(moeq_moe_apply_reference(moe, MOEQ_DTYPE_F32, x, T, K, ids, w, ref, &err), &err);
         double max_err = 0, max_ref = 0;
         for (int i = 0; i < T * H; i++) {
             ck_assert(isfinite(out[i]));

@@ -24,6 +24,10 @@ void cli_buf_free(cli_buf *b);
 
 /* Reads a whole file; NULL (with a message on stderr) on failure. */
 char *cli_read_file(const char *path, size_t *len);
+/* Parses a whole decimal number in lo..hi for option FLAG of command CMD;
+ * prints "moeq CMD: FLAG takes lo..hi, got 'TEXT'" and returns -1 otherwise. */
+int cli_parse_long(const char *cmd, const char *flag, const char *text, long lo, long hi,
+                   long *out);
 /* Prints "moeq: <status name>: <message>" to stderr. */
 void cli_print_error(const char *what, const moeq_error *err);
 

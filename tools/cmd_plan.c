@@ -102,12 +102,7 @@ int cmd_plan(int argc, char **argv) {
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
-            char *end = NULL;
-            threads = strtol(argv[++i], &end, 10);
-            if (!end || *end || threads < 1 || threads > 64) {
-                fprintf(stderr, "moeq plan: --threads takes 1..64, got '%s'\n", argv[i]);
-                return CLI_USAGE;
-            }
+            if (cli_parse_long("plan", a, argv[++i], 1, 64, &threads) != 0) return CLI_USAGE;
         } else if (a[0] == '-' || config_path) {
             fprintf(stderr, "moeq plan: unexpected argument '%s'\n\n", a);
             plan_usage(stderr);

@@ -20,17 +20,6 @@ static void synth_usage(FILE *f) {
     }
 }
 
-static int number(const char *flag, const char *text, long lo, long hi, long *out) {
-    char *end = NULL;
-    long v = strtol(text, &end, 10);
-    if (!end || *end || v < lo || v > hi) {
-        fprintf(stderr, "moeq synth: %s takes %ld..%ld, got '%s'\n", flag, lo, hi, text);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 int cmd_synth(int argc, char **argv) {
     const char *pos[2] = {NULL, NULL};
     int npos = 0;
@@ -51,8 +40,8 @@ int cmd_synth(int argc, char **argv) {
         size_t f = 0;
         while (f < sizeof flags / sizeof flags[0] && strcmp(argv[i], flags[f].flag)) f++;
         if (f < sizeof flags / sizeof flags[0]) {
-            if (i + 1 >= argc ||
-                number(flags[f].flag, argv[++i], flags[f].lo, flags[f].hi, flags[f].value)) {
+            if (i + 1 >= argc || cli_parse_long("synth", flags[f].flag, argv[++i], flags[f].lo,
+                                                flags[f].hi, flags[f].value)) {
                 return CLI_USAGE;
             }
         } else if (argv[i][0] == '-' || npos == 2) {

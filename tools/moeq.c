@@ -2,6 +2,7 @@
  * moeq.c - the moeq command-line tool: subcommand dispatch and shared helpers.
  * Uses only the public API (include/moeq/moeq.h).
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +117,19 @@ char *cli_read_file(const char *path, size_t *len) {
     if (!b.data) cli_buf_append(&b, "", 0);
     *len = b.len;
     return b.data;
+}
+
+int cli_parse_long(const char *cmd, const char *flag, const char *text, long lo, long hi,
+                   long *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "moeq %s: %s takes %ld..%ld, got '%s'\n", cmd, flag, lo, hi, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 void cli_print_error(const char *what, const moeq_error *err) {

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "moeq/moeq.h"
 
@@ -28,6 +29,10 @@ char *cli_read_file(const char *path, size_t *len);
  * prints "moeq CMD: FLAG takes lo..hi, got 'TEXT'" and returns -1 otherwise. */
 int cli_parse_long(const char *cmd, const char *flag, const char *text, long lo, long hi,
                    long *out);
+/* "cpu" or "npu" for --platform of command CMD; prints why not and returns -1. */
+int cli_parse_platform(const char *cmd, const char *text, int32_t *platform);
+/* Writes s as a JSON string (quoted and escaped). */
+void cli_json_string(FILE *f, const char *s);
 /* Prints "moeq: <status name>: <message>" to stderr. */
 void cli_print_error(const char *what, const moeq_error *err);
 
@@ -40,11 +45,36 @@ extern const size_t moeq_demo_glm_config_len;
  * experts, 78 the MTP layer), attention, shared experts and routers. */
 void cli_glm_layer_lines(cli_buf *out, int moe_lines);
 
+/* config.json keys for the MoE dimensions, first found wins (model_layer.c). */
+extern const char *const cli_keys_experts[];
+extern const char *const cli_keys_top_k[];
+extern const char *const cli_keys_hidden[];
+extern const char *const cli_keys_intermediate[];
+/* The first of KEYS the model config has (*found = 1), else fallback (*found = 0). */
+double cli_model_number(const moeq_config *cfg, const char *const *keys, double fallback,
+                        int *found);
+
+/* A MoE layer of a model: resolution, selection, and the moeq_moe_config
+ * (activation and parameter dtype from config.json) that creates it.
+ * mc points into the struct and at LAYER: use it in place. */
+typedef struct cli_moe_layer {
+    moeq_resolution res;
+    moeq_selection sel;
+    moeq_moe_config mc;
+    const char *proj[3];
+} cli_moe_layer;
+/* proj NULL: gate_proj, up_proj, down_proj.  Prints the error and returns
+ * CLI_FAILED when LAYER does not resolve or no scheme accepts it. */
+int cli_moe_layer_setup(const moeq_config *cfg, const char *layer, const char *const proj[3],
+                        int32_t experts, int32_t hidden, int32_t intermediate,
+                        const moeq_select_options *so, cli_moe_layer *out);
+
 int cmd_plan(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_dequant(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_manifest(int argc, char **argv);
 
 #endif

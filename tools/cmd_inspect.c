@@ -46,15 +46,7 @@ int cmd_inspect(int argc, char **argv) {
         } else if (strcmp(a, "--engine-order") == 0) {
             ro.precedence = MOEQ_PRECEDENCE_ENGINE;
         } else if (strcmp(a, "--platform") == 0 && i + 1 < argc) {
-            const char *p = argv[++i];
-            if (strcmp(p, "cpu") == 0) {
-                so.platform = MOEQ_PLATFORM_CPU;
-            } else if (strcmp(p, "npu") == 0) {
-                so.platform = MOEQ_PLATFORM_NPU;
-            } else {
-                fprintf(stderr, "moeq inspect: --platform takes cpu or npu, got '%s'\n", p);
-                return CLI_USAGE;
-            }
+            if (cli_parse_platform("inspect", argv[++i], &so.platform) != 0) return CLI_USAGE;
         } else if (strcmp(a, "--prefer-mxint4") == 0) {
             so.prefer_mxint4 = 1;
         } else if (strcmp(a, "--names-only") == 0) {

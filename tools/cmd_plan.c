@@ -49,8 +49,9 @@ static int plan_groups(const moeq_config *cfg, const moeq_select_options *so, in
         if (g.input_activations) moeq_quant_args_summary(g.input_activations, a, sizeof a);
         if (st != MOEQ_OK) errors++;
         if (json) {
-            printf("%s\n{\"group\":\"%s\",\"targets\":%u,\"scheme\":%s%s%s}", i ? "," : "", g.name,
-                   g.n_targets, st == MOEQ_OK ? "\"" : "null",
+            printf("%s\n{\"group\":", i ? "," : "");
+            cli_json_string(stdout, g.name);
+            printf(",\"targets\":%u,\"scheme\":%s%s%s}", g.n_targets, st == MOEQ_OK ? "\"" : "null",
                    st == MOEQ_OK ? moeq_scheme_name(sel.scheme) : "", st == MOEQ_OK ? "\"" : "");
             continue;
         }
@@ -88,15 +89,7 @@ int cmd_plan(int argc, char **argv) {
         } else if (strcmp(a, "--engine-order") == 0) {
             ro.precedence = MOEQ_PRECEDENCE_ENGINE;
         } else if (strcmp(a, "--platform") == 0 && i + 1 < argc) {
-            const char *p = argv[++i];
-            if (strcmp(p, "cpu") == 0) {
-                so.platform = MOEQ_PLATFORM_CPU;
-            } else if (strcmp(p, "npu") == 0) {
-                so.platform = MOEQ_PLATFORM_NPU;
-            } else {
-                fprintf(stderr, "moeq plan: --platform takes cpu or npu, got '%s'\n", p);
-                return CLI_USAGE;
-            }
+            if (cli_parse_platform("plan", argv[++i], &so.platform) != 0) return CLI_USAGE;
         } else if (strcmp(a, "--prefer-mxint4") == 0) {
             so.prefer_mxint4 = 1;
         } else if (strcmp(a, "--json") == 0) {

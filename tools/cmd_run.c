@@ -18,7 +18,8 @@
 static void run_usage(FILE *f) {
     fprintf(f, "usage: moeq run MODEL_DIR --layer PREFIX [--tokens T] [--input X.npy]\n"
                "                [--router-logits R.npy | --topk-ids I.npy --topk-weights W.npy]\n"
-               "                [-o OUT.npy] [--threads N] [--check] [--seed S] [--repeat N]\n\n"
+               "                [-o OUT.npy] [--threads N] [--check] [--seed S] [--repeat N]\n"
+               "                [--platform cpu|npu] [--prefer-mxint4]\n\n"
                "Loads the MoE layer PREFIX (e.g. model.layers.3.mlp.experts) from MODEL_DIR\n"
                "(config.json + safetensors), runs it on X ([T, H] float32; random when absent)\n"
                "and writes OUT as float32 [T, H].  Routing follows config.json: num_experts /\n"
@@ -29,6 +30,7 @@ static void run_usage(FILE *f) {
                "Prints the time per token.  --check compares the output with the float64\n"
                "reference of the same math and fails past 1e-4 relative (1e-2 with 8-bit\n"
                "quantized inputs, 5e-2 with 4-bit ones).\n\n"
+               "--platform and --prefer-mxint4 choose the scheme as for 'moeq plan'.\n\n"
                "exit status: 0 ran (and checked), 1 load, routing, apply or check failed,\n"
                "2 usage or unreadable model directory\n");
 }
@@ -50,19 +52,6 @@ static double uniform01(void) {
 }
 static float normal(void) {
     return (float)(sqrt(-2.0 * log(uniform01())) * cos(6.283185307179586 * uniform01()));
-}
-
-static double model_number(const moeq_config *cfg, const char *const *keys, double fallback,
-                           int *found) {
-    double v;
-    for (const char *const *k = keys; *k; k++) {
-        if (moeq_config_model_number(cfg, *k, &v) == MOEQ_OK) {
-            if (found) *found = 1;
-            return v;
-        }
-    }
-    if (found) *found = 0;
-    return fallback;
 }
 
 static int progress_bar(uint64_t done, uint64_t total, void *user) {
@@ -180,6 +169,7 @@ int cmd_run(int argc, char **argv) {
     long tokens = 4, threads = sysconf(_SC_NPROCESSORS_ONLN), repeat = 0;
     long seed = 1;
     int check = 0;
+    moeq_select_options so = {MOEQ_PLATFORM_CPU, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -208,6 +198,10 @@ int cmd_run(int argc, char **argv) {
             if (cli_parse_long("run", a, argv[++i], 0, LONG_MAX, &seed) != 0) return CLI_USAGE;
         } else if (!strcmp(a, "--check")) {
             check = 1;
+        } else if (!strcmp(a, "--platform") && has) {
+            if (cli_parse_platform("run", argv[++i], &so.platform) != 0) return CLI_USAGE;
+        } else if (!strcmp(a, "--prefer-mxint4")) {
+            so.prefer_mxint4 = 1;
         } else if (a[0] == '-' || dir) {
             fprintf(stderr, "moeq run: unexpected argument '%s'\n\n", a);
             run_usage(stderr);
@@ -255,20 +249,15 @@ int cmd_run(int argc, char **argv) {
                 dir);
         goto done;
     }
-    static const char *const k_experts[] = {"num_experts", "n_routed_experts", "num_local_experts",
-                                            NULL};
-    static const char *const k_topk[] = {"num_experts_per_tok", "moe_topk", NULL};
-    static const char *const k_hidden[] = {"hidden_size", NULL};
-    static const char *const k_inter[] = {"moe_intermediate_size", "intermediate_size", NULL};
     static const char *const k_norm[] = {"norm_topk_prob", NULL};
     static const char *const k_ngroup[] = {"n_group", NULL};
     static const char *const k_topkg[] = {"topk_group", NULL};
     static const char *const k_rsf[] = {"routed_scaling_factor", NULL};
     int has_e = 0, has_k = 0, has_h = 0, has_i = 0;
-    int32_t E = (int32_t)model_number(cfg, k_experts, found_experts, &has_e);
-    int32_t top_k = (int32_t)model_number(cfg, k_topk, 0, &has_k);
-    int32_t H = (int32_t)model_number(cfg, k_hidden, 0, &has_h);
-    int32_t I = (int32_t)model_number(cfg, k_inter, 0, &has_i);
+    int32_t E = (int32_t)cli_model_number(cfg, cli_keys_experts, found_experts, &has_e);
+    int32_t top_k = (int32_t)cli_model_number(cfg, cli_keys_top_k, 0, &has_k);
+    int32_t H = (int32_t)cli_model_number(cfg, cli_keys_hidden, 0, &has_h);
+    int32_t I = (int32_t)cli_model_number(cfg, cli_keys_intermediate, 0, &has_i);
     if (!has_h || !has_i || (!has_k && !ids_path)) {
         fprintf(stderr,
                 "moeq: %s/config.json lacks hidden_size, moe_intermediate_size or "
@@ -283,36 +272,10 @@ int cmd_run(int argc, char **argv) {
                 (int)E, (int)found_experts, layer);
     }
 
-    moeq_resolution res;
-    moeq_selection sel;
-    if (moeq_resolve_moe(cfg, layer, (uint32_t)E, proj, NULL, &res, &err) != MOEQ_OK ||
-        moeq_select(&res, layer, NULL, &sel, &err) != MOEQ_OK) {
-        cli_print_error(layer, &err);
-        goto done;
-    }
-    const char *act = moeq_config_model_string(cfg, "hidden_act");
-    const char *dtype = moeq_config_model_string(cfg, "torch_dtype");
-    moeq_moe_config mc;
-    memset(&mc, 0, sizeof mc);
-    mc.scheme = sel.scheme;
-    mc.weights = res.weights;
-    mc.input_activations = res.input_activations;
-    mc.format = res.format;
-    mc.dequant_flags = moeq_config_dequant_flags(cfg);
-    mc.prefix = layer;
-    mc.proj_names = proj;
-    mc.num_experts = E;
-    mc.hidden_size = H;
-    mc.intermediate_size = I;
-    mc.activation = act && !strcmp(act, "gelu") ? MOEQ_ACT_GELU
-                    : act && (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new"))
-                        ? MOEQ_ACT_GELU_TANH
-                        : MOEQ_ACT_SILU;
-    mc.params_dtype = dtype && !strcmp(dtype, "float32")   ? MOEQ_DTYPE_F32
-                      : dtype && !strcmp(dtype, "float16") ? MOEQ_DTYPE_F16
-                                                           : MOEQ_DTYPE_BF16;
+    cli_moe_layer ml;
+    if (cli_moe_layer_setup(cfg, layer, proj, E, H, I, &so, &ml) != CLI_OK) goto done;
     double t0 = now_s();
-    if (moeq_moe_create(&mc, &moe, &err) != MOEQ_OK ||
+    if (moeq_moe_create(&ml.mc, &moe, &err) != MOEQ_OK ||
         moeq_moe_load_checkpoint(moe, ck, layer, isatty(2) ? progress_cb : NULL, NULL, NULL, NULL,
                                  &err) != MOEQ_OK ||
         moeq_moe_finalize(moe, &err) != MOEQ_OK) {
@@ -321,7 +284,7 @@ int cmd_run(int argc, char **argv) {
     }
     double load_s = now_s() - t0;
     printf("%s: %s, %d experts, hidden %d, intermediate %d, loaded in %.2f s\n", layer,
-           moeq_scheme_name(sel.scheme), (int)E, (int)H, (int)I, load_s);
+           moeq_scheme_name(ml.sel.scheme), (int)E, (int)H, (int)I, load_s);
 
     /* input */
     int64_t T = tokens;
@@ -373,10 +336,10 @@ int cmd_run(int argc, char **argv) {
         rc_route.top_k = top_k;
         rc_route.scoring =
             scoring && !strcmp(scoring, "sigmoid") ? MOEQ_SCORING_SIGMOID : MOEQ_SCORING_SOFTMAX;
-        rc_route.renormalize = (int32_t)model_number(cfg, k_norm, 1, NULL) != 0;
-        rc_route.num_expert_group = (int32_t)model_number(cfg, k_ngroup, 0, NULL);
-        rc_route.topk_group = (int32_t)model_number(cfg, k_topkg, 0, NULL);
-        rc_route.routed_scaling_factor = (float)model_number(cfg, k_rsf, 1, NULL);
+        rc_route.renormalize = (int32_t)cli_model_number(cfg, k_norm, 1, NULL) != 0;
+        rc_route.num_expert_group = (int32_t)cli_model_number(cfg, k_ngroup, 0, NULL);
+        rc_route.topk_group = (int32_t)cli_model_number(cfg, k_topkg, 0, NULL);
+        rc_route.routed_scaling_factor = (float)cli_model_number(cfg, k_rsf, 1, NULL);
         if (rc_route.num_expert_group <= 1) rc_route.num_expert_group = rc_route.topk_group = 0;
         char bias_name[600];
         snprintf(bias_name, sizeof bias_name, "%s.gate.e_score_correction_bias", parent);
@@ -468,7 +431,7 @@ int cmd_run(int argc, char **argv) {
         /* The kernels and the reference do the same math in float32 and
          * float64; where inputs are quantized a value next to a rounding
          * boundary can land one step apart, hence the wider tolerances. */
-        const moeq_quant_args *in_args = res.input_activations;
+        const moeq_quant_args *in_args = ml.res.input_activations;
         double tol = !in_args ? 1e-4 : in_args->num_bits <= 4 ? 5e-2 : 1e-2;
         double rel = max_ref > 0 ? max_err / max_ref : max_err;
         bool finite = isfinite(max_err);

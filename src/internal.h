@@ -32,6 +32,9 @@ moeq_status moeq__error_prefix(moeq_error *err, moeq_status code, const char *fm
     MOEQ__PRINTF(3, 4);
 
 /* Sends a message to the user's log callback (if any). */
+/* torch's name of a dtype ("torch.float8_e4m3fn"); NULL when it has none. */
+const char *moeq__torch_dtype_name(int32_t dtype);
+
 void moeq__log(int32_t level, const char *fmt, ...) MOEQ__PRINTF(2, 3);
 bool moeq__log_enabled(void);
 

@@ -21,29 +21,8 @@ typedef struct plan_state {
     char **input_json;
 } plan_state;
 
-static const char *torch_dtype(int32_t d) {
-    switch (d) {
-        case MOEQ_DTYPE_F64: return "torch.float64";
-        case MOEQ_DTYPE_F32: return "torch.float32";
-        case MOEQ_DTYPE_F16: return "torch.float16";
-        case MOEQ_DTYPE_BF16: return "torch.bfloat16";
-        case MOEQ_DTYPE_F8_E4M3: return "torch.float8_e4m3fn";
-        case MOEQ_DTYPE_F8_E5M2: return "torch.float8_e5m2";
-        case MOEQ_DTYPE_I8: return "torch.int8";
-        case MOEQ_DTYPE_U8: return "torch.uint8";
-        case MOEQ_DTYPE_I16: return "torch.int16";
-        case MOEQ_DTYPE_U16: return "torch.uint16";
-        case MOEQ_DTYPE_I32: return "torch.int32";
-        case MOEQ_DTYPE_U32: return "torch.uint32";
-        case MOEQ_DTYPE_I64: return "torch.int64";
-        case MOEQ_DTYPE_U64: return "torch.uint64";
-        case MOEQ_DTYPE_BOOL: return "torch.bool";
-        default: return NULL;
-    }
-}
-
 static void json_dtype(moeq__sb *sb, int32_t d) {
-    const char *t = torch_dtype(d);
+    const char *t = moeq__torch_dtype_name(d);
     if (t) {
         moeq__sb_json_string(sb, t);
     } else {

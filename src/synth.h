@@ -32,7 +32,4 @@ moeq_status moeq__synth_normalize(const moeq_synth_layout *in, moeq__synth *out,
 moeq_status moeq__synth_config(const moeq__synth *s, char **text, size_t *len, moeq_config **cfg,
                                moeq_error *err);
 
-/* torch's name of a dtype ("torch.float8_e4m3fn"); NULL when it has none. */
-const char *moeq__torch_dtype_name(int32_t dtype);
-
 #endif /* MOEQ_SYNTH_H */

@@ -1260,16 +1260,9 @@ moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ck
                                    : "write");
     }
     if (!cfg->matcher) return moeq__error(err, MOEQ_STATUS_STATE, "config has no matcher");
-    if (opts && opts->resolve) {
-        const moeq_resolve_options *ro = opts->resolve;
-        if (ro->precedence != MOEQ_PRECEDENCE_CT && ro->precedence != MOEQ_PRECEDENCE_ENGINE) {
-            return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
-                               "precedence %d is not CT (0) or ENGINE (1)", (int)ro->precedence);
-        }
-        if (ro->n_fused > 0 && !ro->fused) {
-            return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "n_fused is %u but fused is NULL",
-                               ro->n_fused);
-        }
+    if (opts) {
+        moeq_status ost = moeq__resolve_options_check(opts->resolve, err);
+        if (ost != MOEQ_STATUS_OK) return ost;
     }
     uint64_t n = moeq_checkpoint_tensor_count(ckpt);
     if (n > (1u << 30)) { /* the module hash table has 2n slots of 32 bits */

@@ -554,12 +554,9 @@ moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t l
                                     : "layers");
     }
     if (!cfg->matcher) return moeq__error(err, MOEQ_STATUS_STATE, "config has no matcher");
-    if (opts && opts->resolve) {
-        const moeq_resolve_options *ro = opts->resolve;
-        if (ro->precedence != MOEQ_PRECEDENCE_CT && ro->precedence != MOEQ_PRECEDENCE_ENGINE) {
-            return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
-                               "precedence %d is not CT (0) or ENGINE (1)", (int)ro->precedence);
-        }
+    if (opts) {
+        moeq_status ost = moeq__resolve_options_check(opts->resolve, err);
+        if (ost != MOEQ_STATUS_OK) return ost;
     }
     if (opts && (opts->threads < 0 || opts->threads > PLAN_MAX_THREADS)) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "threads is %d; use 0..%d",

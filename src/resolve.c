@@ -246,6 +246,28 @@ moeq_status moeq__resolve_name(const moeq_config *cfg, moeq__match_scratch *s, c
     return moeq__resolve_one(cfg, s, name, len, kind, precedence, out, err);
 }
 
+moeq_status moeq__resolve_options_check(const moeq_resolve_options *opts, moeq_error *err) {
+    if (!opts) return MOEQ_STATUS_OK;
+    if (opts->precedence != MOEQ_PRECEDENCE_CT && opts->precedence != MOEQ_PRECEDENCE_ENGINE) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "precedence %d is not CT (0) or ENGINE (1)", (int)opts->precedence);
+    }
+    if (opts->n_fused > 0 && !opts->fused) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "n_fused is %u but fused is NULL",
+                           opts->n_fused);
+    }
+    for (uint32_t i = 0; i < opts->n_fused; i++) {
+        const moeq_fused_name *f = &opts->fused[i];
+        for (uint32_t k = 0; f->shards && k < f->n_shards; k++) {
+            if (!f->shards[k]) {
+                return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "fused[%u].shards[%u] is NULL",
+                                   i, k);
+            }
+        }
+    }
+    return MOEQ_STATUS_OK;
+}
+
 static moeq_status check_args(const moeq_config *cfg, const void *name, int32_t kind,
                               const moeq_resolve_options *opts, const moeq_resolution *out,
                               moeq_error *err) {
@@ -260,15 +282,8 @@ static moeq_status check_args(const moeq_config *cfg, const void *name, int32_t 
                            "module kind %d is not one of LINEAR (0), EXPERT (1), OTHER (2)",
                            (int)kind);
     }
-    if (opts && opts->precedence != MOEQ_PRECEDENCE_CT &&
-        opts->precedence != MOEQ_PRECEDENCE_ENGINE) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
-                           "precedence %d is not CT (0) or ENGINE (1)", (int)opts->precedence);
-    }
-    if (opts && opts->n_fused > 0 && !opts->fused) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "n_fused is %u but fused is NULL",
-                           opts->n_fused);
-    }
+    moeq_status st = moeq__resolve_options_check(opts, err);
+    if (st != MOEQ_STATUS_OK) return st;
     if (!cfg->matcher) {
         return moeq__error(err, MOEQ_STATUS_STATE, "config has no compiled matcher");
     }

@@ -7,6 +7,9 @@
 
 #include "match.h"
 
+/* Checks caller-built resolve options (NULL is fine): precedence, fused rules. */
+moeq_status moeq__resolve_options_check(const moeq_resolve_options *opts, moeq_error *err);
+
 /* Resolves `name` (len bytes), handling fused names.  Caller validated args. */
 moeq_status moeq__resolve_name(const moeq_config *cfg, moeq__match_scratch *s, const char *name,
                                size_t len, int32_t kind, const moeq_resolve_options *opts,

@@ -479,6 +479,22 @@ START_TEST(test_bad_arguments) {
     ck_assert_status(moeq_resolve(cfg, "x", 0, &bad, &r, &err), MOEQ_STATUS_INVALID_ARG, &err);
     moeq_resolve_options badf = {0, 2, NULL, 0};
     ck_assert_status(moeq_resolve(cfg, "x", 0, &badf, &r, &err), MOEQ_STATUS_INVALID_ARG, &err);
+    ck_assert_ptr_nonnull(strstr(err.message, "n_fused is 2 but fused is NULL"));
+    /* A fused rule with a NULL shard is refused by resolve, plan and inspect alike. */
+    static const char *const holes[] = {"q_proj", NULL};
+    const moeq_fused_name hole = {"qk_proj", 2, holes};
+    moeq_resolve_options badh = {0, 1, &hole, 0};
+    ck_assert_status(moeq_resolve(cfg, "qk_proj", 0, &badh, &r, &err), MOEQ_STATUS_INVALID_ARG,
+                     &err);
+    ck_assert_str_eq(err.message, "fused[0].shards[1] is NULL");
+    moeq_plan_options po;
+    memset(&po, 0, sizeof po);
+    po.resolve = &badh;
+    char *text = NULL;
+    ck_assert_status(moeq_plan(cfg, "qk_proj\n", 8, &po, &text, NULL, &err),
+                     MOEQ_STATUS_INVALID_ARG, &err);
+    ck_assert_ptr_null(text);
+    ck_assert_str_eq(err.message, "fused[0].shards[1] is NULL");
     ck_assert_status(moeq_resolve(cfg, "bad\xff", 0, NULL, &r, &err), MOEQ_STATUS_INVALID_ARG,
                      &err);
     ck_assert_ptr_nonnull(strstr(err.message, "UTF-8"));

@@ -100,7 +100,8 @@ static moeq_status load_w2(moeq_moe *l, moeq__param *p, int32_t e, int32_t shard
     if (!q) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory loading %s", t->name);
     moeq_status st = read_int4(l, t, d.H, d.I, q, err);
     if (st == MOEQ_STATUS_OK) {
-        uint8_t *dst = (uint8_t *)p->pub.data + (size_t)e * (size_t)(d.I * d.H);
+        /* Each expert's slice is [H/2, I] bytes. */
+        uint8_t *dst = (uint8_t *)p->pub.data + (size_t)e * (size_t)(d.H / 2) * (size_t)d.I;
         for (int64_t r = 0; r < d.H / 2; r++) {
             for (int64_t c = 0; c < d.I; c++) {
                 dst[r * d.I + c] = nibbles(q[(2 * r) * d.I + c], q[(2 * r + 1) * d.I + c]);
@@ -186,7 +187,7 @@ static moeq_status finalize(moeq_moe *l, moeq_error *err) {
                                     .scale = s};
         }
         /* down: pairs along H -> pairs along I, row-major [H, ceil(I/2)] */
-        const uint8_t *src = (const uint8_t *)w2->pub.data + (size_t)e * I * H;
+        const uint8_t *src = (const uint8_t *)w2->pub.data + (size_t)e * (H / 2) * I;
         uint8_t *dst = moeq__moe_alloc(l, H * stride2);
         if (!dst) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing w2_weight");
         for (size_t r = 0; r < H; r++) {

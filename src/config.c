@@ -1862,6 +1862,40 @@ size_t moeq_quant_args_summary(const moeq_quant_args *a, char *buf, size_t n) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Args built by callers                                                     */
+/* ------------------------------------------------------------------------ */
+
+moeq_status moeq__quant_args_check(const moeq_quant_args *a, const char *what, moeq_error *err) {
+    if (!a) return MOEQ_STATUS_OK;
+    const char *bad = NULL;
+    int32_t value = 0;
+    const char *want = "";
+#define MOEQ_ARG_RANGE_(field, lo, hi, text)                                                       \
+    if (!bad && (a->field < (lo) || a->field > (hi))) {                                            \
+        bad = #field;                                                                              \
+        value = a->field;                                                                          \
+        want = text;                                                                               \
+    }
+    MOEQ_ARG_RANGE_(num_bits, 1, INT32_MAX, "a positive bit width")
+    MOEQ_ARG_RANGE_(type, MOEQ_QTYPE_INT, MOEQ_QTYPE_FLOAT, "0 (int) or 1 (float)")
+    MOEQ_ARG_RANGE_(symmetric, 0, 1, "0 or 1")
+    MOEQ_ARG_RANGE_(group_size, -1, INT32_MAX, "-1, 0 or a positive size")
+    MOEQ_ARG_RANGE_(strategy, 0, STRATEGY_COUNT - 1, "a moeq_strategy (0..6)")
+    MOEQ_ARG_RANGE_(block_rows, 0, INT32_MAX, "0 or a positive size")
+    MOEQ_ARG_RANGE_(block_cols, 0, INT32_MAX, "0 or a positive size")
+    MOEQ_ARG_RANGE_(dynamic, MOEQ_DYNAMIC_FALSE, MOEQ_DYNAMIC_LOCAL, "a moeq_dynamic (0..2)")
+    MOEQ_ARG_RANGE_(actorder, 0, ACTORDER_COUNT - 1, "a moeq_actorder (0..4)")
+    MOEQ_ARG_RANGE_(scale_dtype, 0, MOEQ_DTYPE_COUNT_ - 1, "a moeq_dtype (0 when null)")
+    MOEQ_ARG_RANGE_(zp_dtype, 0, MOEQ_DTYPE_COUNT_ - 1, "a moeq_dtype (0 when null)")
+#undef MOEQ_ARG_RANGE_
+    if (bad) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s.%s is %d; must be %s", what, bad,
+                           (int)value, want);
+    }
+    return MOEQ_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Formats and versions                                                      */
 /* ------------------------------------------------------------------------ */
 

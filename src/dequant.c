@@ -902,8 +902,10 @@ moeq_status moeq_dequantize(const moeq_quant_args *weights, int32_t format, uint
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: out_dtype %s, expected F32, BF16 or F16",
                            where, moeq_dtype_name(out_dtype));
     }
+    moeq_status st = moeq__quant_args_check(weights, "weights", err);
+    if (st != MOEQ_STATUS_OK) return moeq__error_prefix(err, st, "%s", where);
     moeq__ct_weight w;
-    moeq_status st = moeq__ct_weight_build(weights, format, flags, module, tensors, n_tensors, &w, err);
+    st = moeq__ct_weight_build(weights, format, flags, module, tensors, n_tensors, &w, err);
     if (st != MOEQ_STATUS_OK) return st;
     size_t need_bytes;
     if (!moeq__mul_size(w.qw.rows, w.qw.cols, &need_bytes) ||

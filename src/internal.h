@@ -73,6 +73,13 @@ void moeq__sb_json_string(moeq__sb *sb, const char *s);
 /* Hands the buffer over (caller frees with moeq__free); NULL if it failed. */
 char *moeq__sb_take(moeq__sb *sb);
 
+/* Checks that caller-built QuantizationArgs hold values in range: every enum
+ * one of its constants, num_bits >= 1, group_size >= -1, block dims >= 0
+ * (whether they fit the strategy is for the caller to check).  `what` names
+ * the args in the message ("weights", "input_activations").
+ * @return OK or INVALID_ARG. */
+moeq_status moeq__quant_args_check(const moeq_quant_args *a, const char *what, moeq_error *err);
+
 /* Reads a whole file into a NUL-terminated buffer (free with moeq__free).
  * Errors name the path. */
 moeq_status moeq__read_file(const char *path, char **out, size_t *out_len, moeq_error *err);

@@ -131,6 +131,25 @@ static moeq_status check_config(const moeq_moe_config *c, moeq_error *err) {
             }
         }
     }
+    moeq_status st = moeq__quant_args_check(c->weights, "weights", err);
+    if (st == MOEQ_STATUS_OK) {
+        st = moeq__quant_args_check(c->input_activations, "input_activations", err);
+    }
+    if (st != MOEQ_STATUS_OK) return st;
+    const moeq_quant_args *w = c->weights;
+    if (w && (w->strategy == MOEQ_STRATEGY_GROUP || w->strategy == MOEQ_STRATEGY_TENSOR_GROUP) &&
+        w->group_size <= 0) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "weights: strategy %s with group_size %d; a group strategy needs a "
+                           "positive group_size",
+                           moeq_strategy_name(w->strategy), (int)w->group_size);
+    }
+    if (w && w->strategy == MOEQ_STRATEGY_BLOCK && (w->block_rows <= 0 || w->block_cols <= 0)) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "weights: strategy block with block_structure [%d, %d]; both must be "
+                           "positive",
+                           (int)w->block_rows, (int)w->block_cols);
+    }
     /* The args must be ones the scheme runs: an engine could otherwise create
      * a layer whose numbers mean something else. */
     moeq_select_options so = {s->id >= MOEQ_SCHEME_NPU_W8A8_INT8 ? MOEQ_PLATFORM_NPU

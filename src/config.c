@@ -1619,7 +1619,9 @@ static bool input_ends_early(const char *json, size_t len) {
     memcpy(padded, json, len);
     padded[len] = ' ';
     const char *end = NULL;
+    moeq__json_lock();
     cJSON *again = cJSON_ParseWithLengthOpts(padded, len + 1, &end, 0);
+    moeq__json_unlock();
     bool early = !again && end && (size_t)(end - padded) >= len;
     cJSON_Delete(again);
     moeq__free(padded);
@@ -1630,7 +1632,9 @@ static moeq_status parse_json(const char *json, size_t len, cJSON **out, moeq_er
     *out = NULL;
     if (len == 0) return syntax_error(err, json, 0, 0, "empty input");
     const char *end = NULL;
+    moeq__json_lock();
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    moeq__json_unlock();
     if (!root) {
         size_t off = (end && end >= json) ? (size_t)(end - json) : 0;
         if (off > len) off = len;

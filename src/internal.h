@@ -35,6 +35,13 @@ moeq_status moeq__error_prefix(moeq_error *err, moeq_status code, const char *fm
 void moeq__log(int32_t level, const char *fmt, ...) MOEQ__PRINTF(2, 3);
 bool moeq__log_enabled(void);
 
+/* cJSON 1.7's parser writes a process-wide error record (global_error) on
+ * every call: config.c and safetensors.c hold this lock around each
+ * cJSON_Parse*, so concurrent moeq_config_parse / moeq_checkpoint_open calls
+ * do not race on it.  Printing and reading parsed trees need no lock. */
+void moeq__json_lock(void);
+void moeq__json_unlock(void);
+
 /* Allocation.  All library allocations go through these so that tests can
  * make the n-th allocation fail (moeq__test_fail_alloc_after). */
 void *moeq__malloc(size_t n);

@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +191,18 @@ void moeq__log(int32_t level, const char *fmt, ...) {
     if (n < 0) return;
     mark_truncated(buf, sizeof buf, n);
     fn(level, buf, user);
+}
+
+/* ---- the cJSON parser lock ---------------------------------------------------- */
+
+static pthread_mutex_t g_json_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void moeq__json_lock(void) {
+    pthread_mutex_lock(&g_json_lock);
+}
+
+void moeq__json_unlock(void) {
+    pthread_mutex_unlock(&g_json_lock);
 }
 
 /* ---- allocation ---------------------------------------------------------- */

@@ -243,7 +243,9 @@ static void fill_data(const state *s, fz_reader *r, const moeq_param *p, int sha
      * seed byte (none when r is NULL), then fixed up below. */
     const uint8_t *src = NULL;
     size_t got = 0;
-    uint32_t x = 0x9E3779B9u ^ (uint32_t)shard * 0x85EBCA6Bu;
+    /* gate and up must agree on a shared parameter: same stream for both. */
+    int stream = p->layout == MOEQ_LAYOUT_SHARED ? 0 : shard;
+    uint32_t x = 0x9E3779B9u ^ (uint32_t)stream * 0x85EBCA6Bu;
     if (raw) {
         got = fz_take(r, nbytes < 64 ? nbytes : 64, &src);
     } else if (r) {

@@ -87,8 +87,16 @@ char *moeq__sb_take(moeq__sb *sb);
  * @return OK or INVALID_ARG. */
 moeq_status moeq__quant_args_check(const moeq_quant_args *a, const char *what, moeq_error *err);
 
-/* Reads a whole file into a NUL-terminated buffer (free with moeq__free).
- * Errors name the path. */
+/* Most experts a MoE layer may have (moeq_resolve_moe, moeq_moe_create, the
+ * "moe N" lines of moeq_plan). */
+#define MOEQ__MAX_EXPERTS 1000000u
+
+/* Largest config.json or safetensors index moeq__read_file accepts. */
+#define MOEQ__MAX_TEXT_FILE (256u << 20)
+
+/* Reads a whole regular file into a NUL-terminated buffer (free with
+ * moeq__free).  Errors name the path: IO (cannot open, not a regular file,
+ * read error), LIMIT (over MOEQ__MAX_TEXT_FILE bytes), NOMEM. */
 moeq_status moeq__read_file(const char *path, char **out, size_t *out_len, moeq_error *err);
 
 #endif /* MOEQ_INTERNAL_H */

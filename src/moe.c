@@ -72,9 +72,9 @@ static moeq_status check_config(const moeq_moe_config *c, moeq_error *err) {
                            "scheme %d is not a moeq_scheme_id (0..%d)", (int)c->scheme,
                            MOEQ_SCHEME_COUNT - 1);
     }
-    if (c->num_experts < 1) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "num_experts is %d; must be >= 1",
-                           (int)c->num_experts);
+    if (c->num_experts < 1 || (uint32_t)c->num_experts > MOEQ__MAX_EXPERTS) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "num_experts is %d; must be 1..%u",
+                           (int)c->num_experts, MOEQ__MAX_EXPERTS);
     }
     int32_t local = c->num_local_experts ? c->num_local_experts : c->num_experts;
     if (local < 1 || local > c->num_experts) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef MOEQ_VERSION_STRING
 #define MOEQ_VERSION_STRING "0.0.0"
@@ -395,11 +396,33 @@ moeq_status moeq__read_file(const char *path, char **out, size_t *out_len, moeq_
     if (!f) {
         return moeq__error(err, MOEQ_STATUS_IO, "%s: cannot open: %s", path, strerror(errno));
     }
+    /* Only regular files: a FIFO or a device such as /dev/zero would block
+     * or never end. */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return moeq__error(err, MOEQ_STATUS_IO, "%s: not a regular file", path);
+    }
+    if ((uintmax_t)st.st_size > MOEQ__MAX_TEXT_FILE) {
+        fclose(f);
+        return moeq__error(err, MOEQ_STATUS_LIMIT,
+                           "%s: %lld bytes; JSON files over %u bytes are refused", path,
+                           (long long)st.st_size, MOEQ__MAX_TEXT_FILE);
+    }
     moeq__sb sb;
     moeq__sb_init(&sb);
     char buf[65536];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) moeq__sb_append(&sb, buf, n);
+    /* The cap holds even if the file grows while it is read. */
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && sb.len <= MOEQ__MAX_TEXT_FILE) {
+        moeq__sb_append(&sb, buf, n);
+    }
+    if (sb.len > MOEQ__MAX_TEXT_FILE) {
+        fclose(f);
+        moeq__sb_free(&sb);
+        return moeq__error(err, MOEQ_STATUS_LIMIT, "%s: grew past %u bytes while being read", path,
+                           MOEQ__MAX_TEXT_FILE);
+    }
     bool read_error = ferror(f) != 0;
     fclose(f);
     if (read_error) {

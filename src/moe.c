@@ -446,23 +446,42 @@ static void read_floats(const moeq_tensor *t, size_t first, size_t n, float *out
                      out);
 }
 
-/* Copies element src_i of t to element dst_i of p's data, converting floats. */
-static void copy_elem(moeq__param *p, size_t dst_i, const moeq_tensor *t, size_t src_i) {
-    size_t ds = moeq_dtype_size(p->pub.dtype), ss = moeq_dtype_size(t->dtype);
-    uint8_t *dst = (uint8_t *)p->pub.data + dst_i * ds;
+/* Converts element src_i of t to `dtype` at dst (floats between float
+ * dtypes, I32 to I64; otherwise the dtypes are equal). */
+static void convert_elem(int32_t dtype, uint8_t *dst, const moeq_tensor *t, size_t src_i) {
+    size_t ds = moeq_dtype_size(dtype), ss = moeq_dtype_size(t->dtype);
     const uint8_t *src = (const uint8_t *)t->data + src_i * ss;
-    if (p->pub.dtype == t->dtype) {
+    if (dtype == t->dtype) {
         memcpy(dst, src, ds);
         return;
     }
-    if (p->pub.dtype == MOEQ_DTYPE_I64 && t->dtype == MOEQ_DTYPE_I32) { /* weight_shape */
+    if (dtype == MOEQ_DTYPE_I64 && t->dtype == MOEQ_DTYPE_I32) { /* weight_shape */
         int64_t v = (int32_t)moeq__load_u32(src, 0);
         memcpy(dst, &v, sizeof v);
         return;
     }
     float v;
     moeq__to_f32_ref(t->dtype, src, 1, &v);
-    moeq__from_f32_ref(p->pub.dtype, &v, 1, dst);
+    moeq__from_f32_ref(dtype, &v, 1, dst);
+}
+
+/* Copies element src_i of t to element dst_i of p's data, converting it. */
+static void copy_elem(moeq__param *p, size_t dst_i, const moeq_tensor *t, size_t src_i) {
+    convert_elem(p->pub.dtype, (uint8_t *)p->pub.data + dst_i * moeq_dtype_size(p->pub.dtype), t,
+                 src_i);
+}
+
+/* An integer element (I8..I64, U8..U64) as a signed 64-bit value, for messages. */
+static long long int_value(int32_t dtype, const uint8_t *at) {
+    switch (dtype) {
+        case MOEQ_DTYPE_I8: return (int8_t)at[0];
+        case MOEQ_DTYPE_U8: return at[0];
+        case MOEQ_DTYPE_I16: return (int16_t)(at[0] | (at[1] << 8));
+        case MOEQ_DTYPE_U16: return at[0] | (at[1] << 8);
+        case MOEQ_DTYPE_I32: return (int32_t)moeq__load_u32(at, 0);
+        case MOEQ_DTYPE_U32: return moeq__load_u32(at, 0);
+        default: return (long long)moeq__load_u64(at, 0);
+    }
 }
 
 static moeq_status load_generic(moeq_moe *l, moeq__param *p, int32_t e, int32_t shard,
@@ -480,29 +499,31 @@ static moeq_status load_generic(moeq_moe *l, moeq__param *p, int32_t e, int32_t 
             int32_t other = shard == MOEQ__GATE ? MOEQ__UP : MOEQ__GATE;
             if (p->w13 && p->loaded[e * 2 + other]) {
                 /* gate and up share one slot: they must agree. */
+                size_t pes = moeq_dtype_size(p->pub.dtype);
                 for (size_t i = 0; i < slice; i++) {
-                    float a, b;
+                    const uint8_t *have = (const uint8_t *)p->pub.data + (base + i) * pes;
+                    char got_s[48], have_s[48];
                     if (is_float_dtype(t->dtype)) {
+                        float a, b;
                         read_floats(t, i, 1, &a);
-                        moeq__to_f32_ref(p->pub.dtype,
-                                         (const uint8_t *)p->pub.data +
-                                             (base + i) * moeq_dtype_size(p->pub.dtype),
-                                         1, &b);
+                        moeq__to_f32_ref(p->pub.dtype, have, 1, &b);
                         if (fabsf(a - b) <= 1e-5f * fmaxf(1.0f, fabsf(b))) continue;
+                        snprintf(got_s, sizeof got_s, "%g", (double)a);
+                        snprintf(have_s, sizeof have_s, "%g", (double)b);
                     } else {
-                        size_t es = moeq_dtype_size(t->dtype);
-                        if (memcmp((const uint8_t *)t->data + i * es,
-                                   (const uint8_t *)p->pub.data + (base + i) * es, es) == 0) {
-                            continue;
-                        }
-                        a = b = 0;
+                        /* Compared in the parameter's dtype: an I32 weight_shape
+                         * is stored as I64. */
+                        uint8_t conv[8];
+                        convert_elem(p->pub.dtype, conv, t, i);
+                        if (memcmp(conv, have, pes) == 0) continue;
+                        snprintf(got_s, sizeof got_s, "%lld", int_value(p->pub.dtype, conv));
+                        snprintf(have_s, sizeof have_s, "%lld", int_value(p->pub.dtype, have));
                     }
                     return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
-                                       "%s: differs from the %s of %s at element %zu (%g vs "
-                                       "%g); %s is one value shared by gate and up, so they must "
+                                       "%s: differs from the %s of %s at element %zu (%s vs "
+                                       "%s); %s is one value shared by gate and up, so they must "
                                        "be equal",
-                                       name, p->suffix, l->proj[other], i, (double)a, (double)b,
-                                       p->name);
+                                       name, p->suffix, l->proj[other], i, got_s, have_s, p->name);
                 }
                 return MOEQ_STATUS_OK;
             }

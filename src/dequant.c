@@ -452,7 +452,27 @@ static moeq_status prepare_dense(dq *d) {
     d->qw.codes = d->t[P_WEIGHT]->data;
     d->qw.row_stride = d->cols * moeq_dtype_size(dt);
     d->qw.grid = (moeq__grid){1, 1, d->rows ? d->rows : 1, d->cols ? d->cols : 1};
-    return MOEQ_STATUS_OK; /* no scale: the values are the weights (F64 rounds through f32) */
+    /* No scale: the values are the weights (F64 rounds through f32).  A NaN
+     * or infinite weight is a broken checkpoint, as an FP8 NaN code is. */
+    const uint8_t *b = d->qw.codes;
+    const size_t n = d->rows * d->cols;
+    for (size_t i = 0; i < n; i++) {
+        bool bad;
+        if (dt == MOEQ_DTYPE_F32) {
+            bad = (moeq__load_u32(b, i) & 0x7F800000u) == 0x7F800000u;
+        } else if (dt == MOEQ_DTYPE_F64) {
+            bad = (moeq__load_u64(b, i) & 0x7FF0000000000000ull) == 0x7FF0000000000000ull;
+        } else {
+            const uint16_t h = (uint16_t)(b[2 * i] | (b[2 * i + 1] << 8));
+            bad = dt == MOEQ_DTYPE_BF16 ? (h & 0x7F80u) == 0x7F80u : (h & 0x7C00u) == 0x7C00u;
+        }
+        if (bad) {
+            return moeq__error(d->err, MOEQ_STATUS_CHECKPOINT,
+                               "%s%s%s[%zu, %zu] is not finite; weights must be finite",
+                               TN(d, P_WEIGHT), i / d->cols, i % d->cols);
+        }
+    }
+    return MOEQ_STATUS_OK;
 }
 
 static moeq_status prepare_pack(dq *d) {

@@ -574,7 +574,7 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
             finite = finite && isfinite(o[h]);
         }
         if (!finite) {
-            for (size_t h = 0; h < H; h++) o[h] = NAN;
+            for (size_t h = 0; h < H; h++) o[h] = (double)NAN;
         }
     }
 done:

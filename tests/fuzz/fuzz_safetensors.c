@@ -13,7 +13,8 @@
  *      "b.safetensors" (no index), opened as a directory;
  *   3  the file is "model.safetensors" of a directory, opened as a directory.
  * bit 3: inspect writes JSON; bit 4: inspect by names only; bit 5: dequantize
- * to BF16 instead of F32; bit 6: legacy packing flag.
+ * to BF16 instead of F32; bit 6: legacy packing flag; bit 7: also load the
+ * checkpoint into a small wna16 layer (moeq_moe_load_checkpoint).
  *
  * The reader maps files, so each input is written to a scratch directory
  * under /dev/shm (or $TMPDIR) made once per process and removed at exit.
@@ -207,6 +208,42 @@ static void dequant_module(const moeq_config *cfg, const moeq_checkpoint *ck, ui
     free(out);
 }
 
+/* Stops a load after a few tensors now and then. */
+static int32_t progress(uint64_t done, uint64_t total, void *user) {
+    (void)total;
+    return done >= *(const uint64_t *)user;
+}
+
+/* moeq_moe_load_checkpoint into a wna16 int4 group-32 layer of 2 experts
+ * (model.layers.0.mlp.experts, hidden 128, intermediate 24: the conformance
+ * fixtures' up_proj). */
+static void load_into_layer(const moeq_checkpoint *ck, uint8_t mode) {
+    moeq_error err;
+    const moeq_config *cfg = g_cfg[0];
+    moeq_resolution res;
+    if (FZ(&err, moeq_resolve_moe(cfg, "model.layers.0.mlp.experts", 2, NULL, NULL, &res, &err)) !=
+        MOEQ_STATUS_OK) {
+        return;
+    }
+    moeq_moe_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.scheme = MOEQ_SCHEME_WNA16;
+    mc.weights = res.weights;
+    mc.format = res.format;
+    mc.prefix = "model.layers.0.mlp.experts";
+    mc.num_experts = 2;
+    mc.hidden_size = 128;
+    mc.intermediate_size = 24;
+    moeq_moe *layer = NULL;
+    if (FZ(&err, moeq_moe_create(&mc, &layer, &err)) != MOEQ_STATUS_OK) return;
+    uint64_t stop_at = (mode & 1) ? 3 : UINT64_MAX;
+    if (FZ(&err, moeq_moe_load_checkpoint(layer, ck, NULL, (mode & 2) ? progress : NULL, &stop_at,
+                                          &err)) == MOEQ_STATUS_OK) {
+        FZ(&err, moeq_moe_finalize(layer, &err));
+    }
+    moeq_moe_destroy(layer);
+}
+
 static void exercise(const moeq_checkpoint *ck, const moeq_config *cfg, uint8_t mode) {
     uint64_t n = moeq_checkpoint_tensor_count(ck);
     unsigned sum = 0;
@@ -296,6 +333,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     moeq_status st = FZ(&err, moeq_checkpoint_open(path, &ck, &err));
     FZ_ASSERT((st == MOEQ_STATUS_OK) == (ck != NULL));
     if (ck) exercise(ck, cfg, mode);
+    if (ck && (mode & 0x80)) load_into_layer(ck, mode);
     moeq_checkpoint_close(ck);
     return 0;
 }

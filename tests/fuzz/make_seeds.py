@@ -128,6 +128,10 @@ mixed = ('{"quant_method":"compressed-tensors","config_groups":{'
          '"a":{"targets":["re:.*experts\\\\.[0-3]\\\\..*"],"weights":{"num_bits":4,"group_size":32}},'
          '"b":{"targets":["re:.*experts.*"],"weights":{"num_bits":8,"group_size":-1}}}}')
 put("fuzz_resolve", "experts-disagree", resolve_seed(1, 7, mixed, "model.layers.0.mlp.experts"))
+put("fuzz_resolve", "plan-lines", resolve_seed(1, 0, GLM, "model.layers.0.self_attn.q_a_proj\n"
+                                              "model.layers.3.mlp.experts moe 8\n# comment\n\n"
+                                              "model.layers.4.block_sparse_moe.experts moe 2 w1,w3,w2\n"
+                                              "x moe\n"))
 
 # ---- fuzz_safetensors: mode, config, file ----------------------------------------------
 CASES = json.loads(read("tests", "data", "conformance", "index.json"))["cases"]
@@ -138,6 +142,9 @@ small = read("tests", "data", "conformance", "int4_tensor_asym_bf16.safetensors"
 put("fuzz_safetensors", "as-model-dir", bytes([3, 4]) + small)
 put("fuzz_safetensors", "dir-with-neighbour", bytes([2, 4]) + small)
 put("fuzz_safetensors", "names-only", bytes([0x10, 4]) + small)
+g32 = read("tests", "data", "conformance", "int4_group32_sym_bf16.safetensors")
+put("fuzz_safetensors", "load-into-layer", bytes([0x80, 0]) + g32)
+put("fuzz_safetensors", "load-into-layer-stop", bytes([0x83, 0]) + g32)
 index = {"metadata": {"total_size": 100},
          "weight_map": {"x.weight": "model-00001-of-00002.safetensors",
                         "x.bias": "model-00001-of-00002.safetensors",

@@ -15,6 +15,7 @@
  *   CREATE            a moeq_moe_config with one mistake -> moeq_moe_create
  *   FINALIZE          a loaded layer with one value poked -> moeq_moe_finalize
  *   APPLY             one argument of moeq_moe_apply wrong
+ *   ROUTE             one field or argument of moeq_route wrong
  *   NAN               non-finite inputs: apply succeeds, the token's row is all
  *                     NaN and the other tokens' rows are exactly as without it
  *
@@ -41,6 +42,7 @@ typedef enum row_kind {
     CREATE,
     FINALIZE,
     APPLY,
+    ROUTE,
     NAN_ROW
 } row_kind;
 
@@ -337,6 +339,20 @@ static const bad_row k_rows[] = {
     {APPLY, "not finalized", NULL, 0, MOEQ_STATUS_STATE, "not finalized"},
     {APPLY, "reference, top_k=9", NULL, 0, MOEQ_STATUS_INVALID_ARG, "top_k is 9"},
     {APPLY, "ctx threads=-1", NULL, 0, MOEQ_STATUS_INVALID_ARG, "threads is -1; use 0..256"},
+    /* ---- routing (8 experts, top-2, 3 tokens) ----------------------------------------------------------- */
+    {ROUTE, "logit=nan", NULL, 0, MOEQ_STATUS_INVALID_ARG,
+     "token 1, expert 5: logit is nan; want finite router logits"},
+    {ROUTE, "logit=inf", NULL, 0, MOEQ_STATUS_INVALID_ARG, "token 1, expert 5: logit is inf"},
+    {ROUTE, "top_k=9", NULL, 0, MOEQ_STATUS_INVALID_ARG, "top_k is 9; want 1..num_experts (8)"},
+    {ROUTE, "num_experts=0", NULL, 0, MOEQ_STATUS_INVALID_ARG, "num_experts is 0"},
+    {ROUTE, "groups=3", NULL, 0, MOEQ_STATUS_INVALID_ARG, "num_expert_group 3 does not divide num_experts 8"},
+    {ROUTE, "topk_group=0", NULL, 0, MOEQ_STATUS_INVALID_ARG, "set both (grouped top-k) or neither"},
+    {ROUTE, "bias=inf", NULL, 0, MOEQ_STATUS_INVALID_ARG, "correction_bias[3] is inf; want finite values"},
+    {ROUTE, "scaling=-1", NULL, 0, MOEQ_STATUS_INVALID_ARG, "routed_scaling_factor is -1"},
+    {ROUTE, "scoring=7", NULL, 0, MOEQ_STATUS_INVALID_ARG, "scoring is 7"},
+    {ROUTE, "logits=NULL", NULL, 0, MOEQ_STATUS_INVALID_ARG, "logits is NULL with tokens = 3"},
+    {ROUTE, "tokens=0, NULL arrays", NULL, 0, MOEQ_STATUS_OK, ""},
+    {ROUTE, "tokens=-5", NULL, 0, MOEQ_STATUS_INVALID_ARG, "tokens is -5; want >= 0"},
     /* ---- non-finite inputs (n: scheme) --------------------------------------------------------------- */
     {NAN_ROW, "nan", NULL, MOEQ_SCHEME_W8A8_INT8, MOEQ_STATUS_OK, ""},
     {NAN_ROW, "inf", NULL, MOEQ_SCHEME_W8A8_INT8, MOEQ_STATUS_OK, ""},
@@ -773,6 +789,36 @@ static moeq_status run_apply(const bad_row *r, moeq_error *err) {
     return st;
 }
 
+static moeq_status run_route(const bad_row *r, moeq_error *err) {
+    enum { RE = 8, RK = 2, RT = 3 };
+    float logits[RT * RE], bias[RE], w[RT * RK];
+    int32_t ids[RT * RK];
+    for (int i = 0; i < RT * RE; i++) logits[i] = (float)((i * 7) % 11) / 4.0f;
+    for (int i = 0; i < RE; i++) bias[i] = 0.01f * (float)i;
+    moeq_route_config rc = {RE, RK, MOEQ_SCORING_SIGMOID, 1, 0, 0, NULL, 0};
+    const float *lp = logits;
+    int64_t T = RT;
+    const char *m = r->a;
+    if (strcmp(m, "logit=nan") == 0) logits[RE + 5] = NAN;
+    if (strcmp(m, "logit=inf") == 0) logits[RE + 5] = INFINITY;
+    if (strcmp(m, "top_k=9") == 0) rc.top_k = 9;
+    if (strcmp(m, "num_experts=0") == 0) rc.num_experts = 0;
+    if (strcmp(m, "groups=3") == 0) rc.num_expert_group = rc.topk_group = 3;
+    if (strcmp(m, "topk_group=0") == 0) rc.num_expert_group = 4;
+    if (strcmp(m, "bias=inf") == 0) {
+        bias[3] = INFINITY;
+        rc.correction_bias = bias;
+    }
+    if (strcmp(m, "scaling=-1") == 0) rc.routed_scaling_factor = -1.0f;
+    if (strcmp(m, "scoring=7") == 0) rc.scoring = 7;
+    if (strcmp(m, "logits=NULL") == 0) lp = NULL;
+    if (strcmp(m, "tokens=-5") == 0) T = -5;
+    if (strcmp(m, "tokens=0, NULL arrays") == 0) {
+        return moeq_route(&rc, NULL, 0, NULL, NULL, err);
+    }
+    return moeq_route(&rc, lp, T, ids, w, err);
+}
+
 /* Non-finite inputs: token 1 of 3 holds the bad value; its output row is
  * all NaN, and tokens 0 and 2 equal a call without token 1, bit for bit
  * (also from the float64 reference). */
@@ -860,6 +906,7 @@ START_TEST(test_catalogue) {
         case CREATE: st = run_create(r, &err); break;
         case FINALIZE: st = run_finalize(r, &err); break;
         case APPLY: st = run_apply(r, &err); break;
+        case ROUTE: st = run_route(r, &err); break;
         case NAN_ROW: st = run_nan(r, &err); break;
     }
     remove_dir();

@@ -849,6 +849,9 @@ moeq__ct_params moeq__ct_activation_params(const moeq_quant_args *args, bool out
 /* ---- the entry point ------------------------------------------------------------ */
 
 static moeq_status run(const moeq__qweight *qw, int32_t out_dtype, void *out, dq *d) {
+    /* An empty matrix writes nothing: no walk over 2^40 rows of zero columns
+     * (shapes such as [2^40, 0] are valid and hold no bytes). */
+    if (qw->rows == 0 || qw->cols == 0) return MOEQ_STATUS_OK;
     const size_t osize = moeq_dtype_size(out_dtype);
     float *row = moeq__malloc(qw->cols * sizeof *row + 1);
     if (!row) return nomem(d);

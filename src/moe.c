@@ -705,9 +705,14 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
                            "loads: %s)",
                            name, l->scheme->name, suffix, l->proj[shard], takes);
     }
-    if (t->ndim < 0 || t->ndim > MOEQ_MAX_DIMS || (t->nbytes > 0 && !t->data)) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "tensor \"%s\": bad ndim or NULL data",
-                           name);
+    if (t->ndim < 0 || t->ndim > MOEQ_MAX_DIMS) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "tensor \"%s\": ndim %d is outside 0..%d",
+                           name, (int)t->ndim, MOEQ_MAX_DIMS);
+    }
+    if (t->nbytes > 0 && !t->data) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "tensor \"%s\": data is NULL but nbytes is %llu", name,
+                           (unsigned long long)t->nbytes);
     }
     if (t->dtype <= 0 || t->dtype >= MOEQ_DTYPE_COUNT_ || !(p->ckpt_dtypes & (1u << t->dtype))) {
         char want[128];
@@ -717,8 +722,14 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
     }
     size_t count = 1;
     for (int32_t i = 0; i < t->ndim; i++) {
-        if (t->shape[i] < 0 || !moeq__mul_size(count, (size_t)t->shape[i], &count)) {
-            return moeq__error(err, MOEQ_STATUS_SHAPE, "tensor \"%s\": bad shape", name);
+        if (t->shape[i] < 0) {
+            return moeq__error(err, MOEQ_STATUS_SHAPE, "tensor \"%s\": shape[%d] is %lld",
+                               name, (int)i, (long long)t->shape[i]);
+        }
+        if (!moeq__mul_size(count, (size_t)t->shape[i], &count)) {
+            return moeq__error(err, MOEQ_STATUS_SHAPE,
+                               "tensor \"%s\": the element count overflows at shape[%d]", name,
+                               (int)i);
         }
     }
     if (count * moeq_dtype_size(t->dtype) != t->nbytes) {

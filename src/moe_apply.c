@@ -96,8 +96,8 @@ static moeq_status check_apply(const moeq_moe *l, int32_t x_dtype, const void *x
                            moeq_dtype_name(x_dtype), moeq_dtype_name(out_dtype));
     }
     if (tokens < 0 || tokens > (int64_t)INT32_MAX) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: tokens is %lld", name,
-                           (long long)tokens);
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: tokens is %lld; must be 0..%d",
+                           name, (long long)tokens, INT32_MAX);
     }
     if (top_k < 1 || top_k > l->cfg.num_experts) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG,

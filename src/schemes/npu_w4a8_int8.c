@@ -155,8 +155,9 @@ static moeq_status take_scales(moeq_moe *l, const char *name, int32_t e, size_t 
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(s[i])) {
             return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
-                               "%s of expert %d, row %zu is not finite", name,
-                               (int)l->local_to_global[e], r0 + i);
+                               "%s: %s of expert %d, row %zu is %g; scales must be finite",
+                               l->prefix ? l->prefix : "MoE layer", name,
+                               (int)l->local_to_global[e], r0 + i, (double)s[i]);
         }
     }
     *out = s;

@@ -16,6 +16,8 @@
  *   FINALIZE          a loaded layer with one value poked -> moeq_moe_finalize
  *   APPLY             one argument of moeq_moe_apply wrong
  *   ROUTE             one field or argument of moeq_route wrong
+ *   DEQUANT           one module's tensors (pack-quantized int4 group 32, [8, 64]) with
+ *                     one mistake -> moeq_dequantize
  *   NAN               non-finite inputs: apply succeeds, the token's row is all
  *                     NaN and the other tokens' rows are exactly as without it
  *
@@ -43,6 +45,7 @@ typedef enum row_kind {
     FINALIZE,
     APPLY,
     ROUTE,
+    DEQUANT,
     NAN_ROW
 } row_kind;
 
@@ -242,10 +245,11 @@ static const bad_row k_rows[] = {
     {LOAD, "w13_weight_scale", "dtype=I32", 0, MOEQ_STATUS_DTYPE, "expected F32/F16/BF16"},
     {LOAD, "w13_weight_packed", "dim0+1", 0, MOEQ_STATUS_SHAPE, "shape [33, 8], expected [32, 8]"},
     {LOAD, "w2_weight_scale", "dim1+1", 0, MOEQ_STATUS_SHAPE, "shape [64, 2], expected [64, 1]"},
-    {LOAD, "w13_weight_packed", "ndim=9", 0, MOEQ_STATUS_INVALID_ARG, "bad ndim or NULL data"},
-    {LOAD, "w13_weight_packed", "data=NULL", 0, MOEQ_STATUS_INVALID_ARG, "bad ndim or NULL data"},
+    {LOAD, "w13_weight_packed", "ndim=9", 0, MOEQ_STATUS_INVALID_ARG, "ndim 9 is outside 0..8"},
+    {LOAD, "w13_weight_packed", "data=NULL", 0, MOEQ_STATUS_INVALID_ARG,
+     "data is NULL but nbytes is 1024"},
     {LOAD, "w13_weight_packed", "nbytes+1", 0, MOEQ_STATUS_SHAPE, "1025 bytes for 256 elements of I32"},
-    {LOAD, "w13_weight_packed", "dim0=-1", 0, MOEQ_STATUS_SHAPE, "bad shape"},
+    {LOAD, "w13_weight_packed", "dim0=-1", 0, MOEQ_STATUS_SHAPE, "shape[0] is -1"},
     {LOAD, "w13_weight_packed", "twice", 0, MOEQ_STATUS_CHECKPOINT, "was already loaded"},
     {LOAD, "w13_weight_packed", "name=model.layers.3.mlp.experts.9.gate_proj.weight_packed", 0,
      MOEQ_STATUS_CHECKPOINT, "expert 9 is not below num_experts (4)"},
@@ -310,7 +314,7 @@ static const bad_row k_rows[] = {
     {FINALIZE, "w13_weight", "0x7f", MOEQ_SCHEME_W8A16_FP8, MOEQ_STATUS_CHECKPOINT,
      "is NaN (byte 0x7F)"},
     {FINALIZE, "w13_weight_scale", "nan", MOEQ_SCHEME_NPU_W4A8_INT8, MOEQ_STATUS_CHECKPOINT,
-     "is not finite"},
+     "model.layers.3.mlp.experts: w13_weight_scale of expert 0, row 0 is nan; scales must be finite"},
     {FINALIZE, "w13_weight", "nan", MOEQ_SCHEME_UNQUANTIZED, MOEQ_STATUS_CHECKPOINT, "not finite"},
     {FINALIZE, "w2_weight", "inf", MOEQ_SCHEME_UNQUANTIZED, MOEQ_STATUS_CHECKPOINT, "not finite"},
     {FINALIZE, "w13_weight_scale", "missing", MOEQ_SCHEME_WNA16, MOEQ_STATUS_CHECKPOINT,
@@ -323,7 +327,7 @@ static const bad_row k_rows[] = {
     {APPLY, "out=NULL", NULL, 0, MOEQ_STATUS_INVALID_ARG, "out is NULL"},
     {APPLY, "ctx=NULL", NULL, 0, MOEQ_STATUS_INVALID_ARG, "ctx is NULL"},
     {APPLY, "layer=NULL", NULL, 0, MOEQ_STATUS_INVALID_ARG, "layer is NULL"},
-    {APPLY, "tokens=-1", NULL, 0, MOEQ_STATUS_INVALID_ARG, "tokens is -1"},
+    {APPLY, "tokens=-1", NULL, 0, MOEQ_STATUS_INVALID_ARG, "tokens is -1; must be 0..2147483647"},
     {APPLY, "top_k=0", NULL, 0, MOEQ_STATUS_INVALID_ARG, "top_k is 0; must be 1..num_experts (4)"},
     {APPLY, "top_k=5", NULL, 0, MOEQ_STATUS_INVALID_ARG, "top_k is 5"},
     {APPLY, "id=4", NULL, 0, MOEQ_STATUS_INVALID_ARG, "topk_ids[1][0] is 4; must be -1 or 0..3"},
@@ -353,6 +357,23 @@ static const bad_row k_rows[] = {
     {ROUTE, "logits=NULL", NULL, 0, MOEQ_STATUS_INVALID_ARG, "logits is NULL with tokens = 3"},
     {ROUTE, "tokens=0, NULL arrays", NULL, 0, MOEQ_STATUS_OK, ""},
     {ROUTE, "tokens=-5", NULL, 0, MOEQ_STATUS_INVALID_ARG, "tokens is -5; want >= 0"},
+    /* ---- dequantizing one module (a: the weight args) ------------------------------------------------- */
+    {DEQUANT, W4, "none", 0, MOEQ_STATUS_OK, ""},
+    {DEQUANT, W4, "no weight_scale", 0, MOEQ_STATUS_CHECKPOINT, "m.weight_scale: missing; pack-quantized"},
+    {DEQUANT, W4, "scale dtype I32", 0, MOEQ_STATUS_DTYPE,
+     "m.weight_scale: dtype I32, expected F32, F16 or BF16"},
+    {DEQUANT, W4, "packed cols+1", 0, MOEQ_STATUS_SHAPE,
+     "m.weight_packed: shape [8, 9], expected [8, 8]"},
+    {DEQUANT, W4, "out_bytes-1", 0, MOEQ_STATUS_SHAPE, "out_bytes 1023, expected at least 1024"},
+    {DEQUANT, W4, "out_dtype I8", 0, MOEQ_STATUS_INVALID_ARG, "out_dtype I8, expected F32, BF16 or F16"},
+    {DEQUANT, W4, "out_shape NULL", 0, MOEQ_STATUS_INVALID_ARG, "out_shape is NULL"},
+    {DEQUANT, W4, "scale nan", 0, MOEQ_STATUS_CHECKPOINT, "scales must be finite"},
+    {DEQUANT, W4, "weight_shape [9, 64]", 0, MOEQ_STATUS_SHAPE,
+     "m.weight_shape = [9, 64], expected [8, in >= 0]"},
+    {DEQUANT, "{'num_bits':40,'group_size':32}", "none", 0, MOEQ_STATUS_UNSUPPORTED,
+     "(int40 group(32) sym) must be int with 1..8 bits"},
+    {DEQUANT, W4, "strategy 77", 0, MOEQ_STATUS_INVALID_ARG, "weights.strategy is 77"},
+    {DEQUANT, W4, "2^40 rows of 0 columns", 0, MOEQ_STATUS_OK, ""}, /* at once, not 2^40 rows */
     /* ---- non-finite inputs (n: scheme) --------------------------------------------------------------- */
     {NAN_ROW, "nan", NULL, MOEQ_SCHEME_W8A8_INT8, MOEQ_STATUS_OK, ""},
     {NAN_ROW, "inf", NULL, MOEQ_SCHEME_W8A8_INT8, MOEQ_STATUS_OK, ""},
@@ -819,6 +840,63 @@ static moeq_status run_route(const bad_row *r, moeq_error *err) {
     return moeq_route(&rc, lp, T, ids, w, err);
 }
 
+/* A pack-quantized int4 group-32 module of [8, 64] (all-zero codes, unit
+ * scales), with the row's mistake, dequantized to F32. */
+static moeq_status run_dequant(const bad_row *r, moeq_error *err) {
+    char *json = dq("{'config_groups':{'g':{'targets':['re:.*'],'format':'pack-quantized',"
+                    "'weights':%s}}}");
+    char buf[512], *args = dq(r->a);
+    snprintf(buf, sizeof buf, json, args);
+    free(json);
+    free(args);
+    moeq_config *cfg = NULL;
+    moeq_error e2;
+    ck_assert_ok(moeq_config_parse(buf, strlen(buf), NULL, &cfg, &e2), &e2);
+    moeq_resolution res;
+    ck_assert_ok(moeq_resolve(cfg, "m", MOEQ_MODULE_LINEAR, NULL, &res, &e2), &e2);
+    moeq_quant_args w = *res.weights;
+    int32_t packed[8 * 8 + 1];
+    uint16_t scale[8 * 2];
+    int64_t shape[2] = {8, 64};
+    memset(packed, 0x88, sizeof packed); /* int4 codes 8: the value 0 */
+    for (int i = 0; i < 16; i++) scale[i] = 0x3F80; /* BF16 1.0 */
+    moeq_tensor t[3] = {
+        {"m.weight_packed", MOEQ_DTYPE_I32, 2, {8, 8}, packed, 8 * 8 * 4, NULL},
+        {"m.weight_scale", MOEQ_DTYPE_BF16, 2, {8, 2}, scale, 16 * 2, NULL},
+        {"m.weight_shape", MOEQ_DTYPE_I64, 1, {2}, shape, 16, NULL},
+    };
+    uint32_t n = 3;
+    float out[8 * 64];
+    uint64_t out_bytes = sizeof out;
+    int32_t od = MOEQ_DTYPE_F32;
+    int64_t out_shape[2], *osp = out_shape;
+    const char *m = r->b;
+    if (strcmp(m, "no weight_scale") == 0) t[1] = t[2], n = 2;
+    if (strcmp(m, "scale dtype I32") == 0) t[1].dtype = MOEQ_DTYPE_I32, t[1].shape[1] = 1;
+    if (strcmp(m, "packed cols+1") == 0) t[0].shape[1] = 9, t[0].nbytes += 32;
+    if (strcmp(m, "out_bytes-1") == 0) out_bytes = 1023, od = MOEQ_DTYPE_F16;
+    if (strcmp(m, "out_dtype I8") == 0) od = MOEQ_DTYPE_I8;
+    if (strcmp(m, "out_shape NULL") == 0) osp = NULL;
+    if (strcmp(m, "scale nan") == 0) scale[3] = 0x7FC0;
+    if (strcmp(m, "weight_shape [9, 64]") == 0) shape[0] = 9;
+    if (strcmp(m, "strategy 77") == 0) w.strategy = 77;
+    if (strcmp(m, "2^40 rows of 0 columns") == 0) {
+        const int64_t R = (int64_t)1 << 40;
+        t[0].shape[0] = t[1].shape[0] = R;
+        t[0].shape[1] = t[1].shape[1] = 0;
+        t[0].nbytes = t[1].nbytes = 0;
+        shape[0] = R;
+        shape[1] = 0;
+    }
+    moeq_status st = moeq_dequantize(&w, res.format, 0, "m", t, n, od, out, out_bytes, osp, err);
+    if (st == MOEQ_STATUS_OK && strcmp(m, "none") == 0) {
+        ck_assert(out_shape[0] == 8 && out_shape[1] == 64);
+        for (int i = 0; i < 8 * 64; i++) ck_assert(out[i] == 0.0f);
+    }
+    moeq_config_destroy(cfg);
+    return st;
+}
+
 /* Non-finite inputs: token 1 of 3 holds the bad value; its output row is
  * all NaN, and tokens 0 and 2 equal a call without token 1, bit for bit
  * (also from the float64 reference). */
@@ -907,9 +985,13 @@ START_TEST(test_catalogue) {
         case FINALIZE: st = run_finalize(r, &err); break;
         case APPLY: st = run_apply(r, &err); break;
         case ROUTE: st = run_route(r, &err); break;
+        case DEQUANT: st = run_dequant(r, &err); break;
         case NAN_ROW: st = run_nan(r, &err); break;
     }
     remove_dir();
+    /* MOEQ_CATALOGUE_PRINT=1 shows every row's message (to review them). */
+    const char *print = getenv("MOEQ_CATALOGUE_PRINT");
+    if (print && print[0] == '1') printf("row %d: %s: %s\n", _i, moeq_status_name(st), err.message);
     ck_assert_msg(st == r->want, "row %d (%s %s): status %s, want %s: %s", _i, r->a ? r->a : "NULL",
                   r->b ? r->b : "", moeq_status_name(st), moeq_status_name(r->want), err.message);
     if (r->want != MOEQ_STATUS_OK) {

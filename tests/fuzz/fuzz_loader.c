@@ -4,7 +4,8 @@
  * the input may corrupt), moeq_moe_load, moeq_moe_missing, moeq_moe_finalize,
  * then moeq_moe_apply (twice, with contexts of 1 and 4 threads, which must
  * agree bit for bit) and moeq_moe_apply_reference on a few tokens with fuzzed
- * ids, weights and inputs (out-of-range ids, NaN weights and inputs).
+ * ids, weights and inputs (out-of-range ids, NaN weights and inputs), the ids
+ * and weights coming from moeq_route on fuzzed logits when the input says so.
  *
  * Input layout (every field is a byte unless said otherwise; the input may
  * end anywhere, later reads give zeros):
@@ -557,6 +558,30 @@ static void run_apply(state *s, fz_reader *r) {
         uint8_t v = fz_u8(r);
         ids[i] = (v & 0x80) ? (int32_t)(v % (uint32_t)(s->E + 3)) - 2 : (int32_t)(v % (uint32_t)s->E);
         w[i] = (style & 8) ? fz_f32(r) : (float)fz_u8(r) / 255.0f;
+    }
+    if ((style & 0x10) && top_k >= 1) {
+        /* Ids and weights from moeq_route on fuzzed logits, as engines get them. */
+        size_t nl = (size_t)T * (size_t)s->E;
+        float *logits = malloc(nl * sizeof *logits + 4), bias[8];
+        if (!logits) abort();
+        for (size_t i = 0; i < nl; i++) {
+            logits[i] = (style & 0x20) ? fz_f32(r) : ((float)fz_u8(r) - 128.0f) / 16.0f;
+        }
+        for (int32_t e = 0; e < s->E; e++) bias[e] = ((float)fz_u8(r) - 128.0f) / 64.0f;
+        uint8_t rk = fz_u8(r);
+        static const int32_t k_groups[4] = {0, 1, 2, 4};
+        int32_t groups = k_groups[(rk >> 4) & 3];
+        moeq_route_config rc = {s->E,
+                                top_k,
+                                rk % 3, /* 2: not a scoring function */
+                                (rk >> 2) % 3,
+                                groups,
+                                groups ? 1 + (int32_t)(fz_u8(r) % (uint32_t)groups) : 0,
+                                (rk & 0x80) ? bias : NULL,
+                                (rk & 0x40) ? fz_f32(r) : 0.0f};
+        moeq_error rerr;
+        FZ(&rerr, moeq_route(&rc, logits, T, ids, w, &rerr));
+        free(logits);
     }
     size_t H = (size_t)s->H, n = (size_t)T * H;
     void *x = make_x(r, xd, n, style);

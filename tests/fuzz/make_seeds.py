@@ -201,6 +201,11 @@ for v in range(N_VARIANTS):
 for field in range(16):
     head = bytes([2 + field % 20, 0x15, 0, 0x80 | field, 0, 0]) + struct.pack("<i", 1000 + field)
     put("fuzz_loader", "corrupt-args-%02d" % field, head + bytes(64))
+# ids and weights from moeq_route (softmax, sigmoid with a bias, grouped)
+for i, (v, style, rk) in enumerate([(2, 0x10, 0x00), (20, 0x10, 0x85), (16, 0x30, 0x91)]):
+    put("fuzz_loader", "route-%d" % i,
+        bytes([v, 0x07, 0, 0, 0, 0, 3, 1, style]) + bytes(rng.randrange(256) for _ in range(300))
+        + bytes([rk]) + bytes(64))
 # NaN and Inf inputs, NaN weights, out-of-range ids
 put("fuzz_loader", "nan-inputs", bytes([2, 0x05, 0, 0, 0, 0, 3, 1, 0x06]) + bytes(200))
 put("fuzz_loader", "bad-ids", bytes([2, 0x07, 0, 0, 0, 0, 3, 1, 0x08]) + bytes([0xff] * 200))

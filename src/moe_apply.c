@@ -109,6 +109,14 @@ static moeq_status check_apply(const moeq_moe *l, int32_t x_dtype, const void *x
                            "%s: apply_router_weight_on_input needs top_k == 1, got %d", name,
                            (int)top_k);
     }
+    if (tokens * (int64_t)top_k > (int64_t)INT32_MAX) {
+        /* Rows are indexed with int32 (and the scratch sizes stay far from
+         * overflowing size_t). */
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "%s: tokens %lld x top_k %d is over %d (token, expert) pairs; split "
+                           "the batch",
+                           name, (long long)tokens, (int)top_k, INT32_MAX);
+    }
     if (tokens == 0) return MOEQ_STATUS_OK;
     if (!x || !topk_ids || !topk_weights || !out) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: %s is NULL", name,

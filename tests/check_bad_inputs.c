@@ -329,6 +329,8 @@ static const bad_row k_rows[] = {
     {APPLY, "layer=NULL", NULL, 0, MOEQ_STATUS_INVALID_ARG, "layer is NULL"},
     {APPLY, "tokens=-1", NULL, 0, MOEQ_STATUS_INVALID_ARG, "tokens is -1; must be 0..2147483647"},
     {APPLY, "top_k=0", NULL, 0, MOEQ_STATUS_INVALID_ARG, "top_k is 0; must be 1..num_experts (4)"},
+    {APPLY, "tokens=2^30", NULL, 0, MOEQ_STATUS_INVALID_ARG,
+     "tokens 1073741824 x top_k 2 is over 2147483647 (token, expert) pairs; split the batch"},
     {APPLY, "top_k=5", NULL, 0, MOEQ_STATUS_INVALID_ARG, "top_k is 5"},
     {APPLY, "id=4", NULL, 0, MOEQ_STATUS_INVALID_ARG, "topk_ids[1][0] is 4; must be -1 or 0..3"},
     {APPLY, "id=-2", NULL, 0, MOEQ_STATUS_INVALID_ARG, "topk_ids[1][0] is -2"},
@@ -781,6 +783,7 @@ static moeq_status run_apply(const bad_row *r, moeq_error *err) {
     if (strcmp(m, "ctx=NULL") == 0) c = NULL;
     if (strcmp(m, "layer=NULL") == 0) layer = NULL;
     if (strcmp(m, "tokens=-1") == 0) T = -1;
+    if (strcmp(m, "tokens=2^30") == 0) T = (int64_t)1 << 30; /* refused before x is read */
     if (strcmp(m, "top_k=0") == 0) K = 0;
     if (strcmp(m, "top_k=5") == 0) K = 5;
     if (strcmp(m, "id=4") == 0) ids[2] = 4;

@@ -1619,7 +1619,9 @@ static bool input_ends_early(const char *json, size_t len) {
     memcpy(padded, json, len);
     padded[len] = ' ';
     const char *end = NULL;
+    moeq__json_lock();
     cJSON *again = cJSON_ParseWithLengthOpts(padded, len + 1, &end, 0);
+    moeq__json_unlock();
     bool early = !again && end && (size_t)(end - padded) >= len;
     cJSON_Delete(again);
     moeq__free(padded);
@@ -1630,7 +1632,9 @@ static moeq_status parse_json(const char *json, size_t len, cJSON **out, moeq_er
     *out = NULL;
     if (len == 0) return syntax_error(err, json, 0, 0, "empty input");
     const char *end = NULL;
+    moeq__json_lock();
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    moeq__json_unlock();
     if (!root) {
         size_t off = (end && end >= json) ? (size_t)(end - json) : 0;
         if (off > len) off = len;
@@ -1859,6 +1863,40 @@ size_t moeq_quant_args_summary(const moeq_quant_args *a, char *buf, size_t n) {
                  a->symmetric ? "sym" : "asym", dyn, ao ? " actorder=" : "",
                  ao ? moeq_actorder_name(a->actorder) : "");
     return w < 0 ? 0 : (size_t)w;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Args built by callers                                                     */
+/* ------------------------------------------------------------------------ */
+
+moeq_status moeq__quant_args_check(const moeq_quant_args *a, const char *what, moeq_error *err) {
+    if (!a) return MOEQ_STATUS_OK;
+    const char *bad = NULL;
+    int32_t value = 0;
+    const char *want = "";
+#define MOEQ_ARG_RANGE_(field, lo, hi, text)                                                       \
+    if (!bad && (a->field < (lo) || a->field > (hi))) {                                            \
+        bad = #field;                                                                              \
+        value = a->field;                                                                          \
+        want = text;                                                                               \
+    }
+    MOEQ_ARG_RANGE_(num_bits, 1, INT32_MAX, "a positive bit width")
+    MOEQ_ARG_RANGE_(type, MOEQ_QTYPE_INT, MOEQ_QTYPE_FLOAT, "0 (int) or 1 (float)")
+    MOEQ_ARG_RANGE_(symmetric, 0, 1, "0 or 1")
+    MOEQ_ARG_RANGE_(group_size, -1, INT32_MAX, "-1, 0 or a positive size")
+    MOEQ_ARG_RANGE_(strategy, 0, STRATEGY_COUNT - 1, "a moeq_strategy (0..6)")
+    MOEQ_ARG_RANGE_(block_rows, 0, INT32_MAX, "0 or a positive size")
+    MOEQ_ARG_RANGE_(block_cols, 0, INT32_MAX, "0 or a positive size")
+    MOEQ_ARG_RANGE_(dynamic, MOEQ_DYNAMIC_FALSE, MOEQ_DYNAMIC_LOCAL, "a moeq_dynamic (0..2)")
+    MOEQ_ARG_RANGE_(actorder, 0, ACTORDER_COUNT - 1, "a moeq_actorder (0..4)")
+    MOEQ_ARG_RANGE_(scale_dtype, 0, MOEQ_DTYPE_COUNT_ - 1, "a moeq_dtype (0 when null)")
+    MOEQ_ARG_RANGE_(zp_dtype, 0, MOEQ_DTYPE_COUNT_ - 1, "a moeq_dtype (0 when null)")
+#undef MOEQ_ARG_RANGE_
+    if (bad) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s.%s is %d; must be %s", what, bad,
+                           (int)value, want);
+    }
+    return MOEQ_STATUS_OK;
 }
 
 /* ------------------------------------------------------------------------ */

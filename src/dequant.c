@@ -452,7 +452,27 @@ static moeq_status prepare_dense(dq *d) {
     d->qw.codes = d->t[P_WEIGHT]->data;
     d->qw.row_stride = d->cols * moeq_dtype_size(dt);
     d->qw.grid = (moeq__grid){1, 1, d->rows ? d->rows : 1, d->cols ? d->cols : 1};
-    return MOEQ_STATUS_OK; /* no scale: the values are the weights (F64 rounds through f32) */
+    /* No scale: the values are the weights (F64 rounds through f32).  A NaN
+     * or infinite weight is a broken checkpoint, as an FP8 NaN code is. */
+    const uint8_t *b = d->qw.codes;
+    const size_t n = d->rows * d->cols;
+    for (size_t i = 0; i < n; i++) {
+        bool bad;
+        if (dt == MOEQ_DTYPE_F32) {
+            bad = (moeq__load_u32(b, i) & 0x7F800000u) == 0x7F800000u;
+        } else if (dt == MOEQ_DTYPE_F64) {
+            bad = (moeq__load_u64(b, i) & 0x7FF0000000000000ull) == 0x7FF0000000000000ull;
+        } else {
+            const uint16_t h = (uint16_t)(b[2 * i] | (b[2 * i + 1] << 8));
+            bad = dt == MOEQ_DTYPE_BF16 ? (h & 0x7F80u) == 0x7F80u : (h & 0x7C00u) == 0x7C00u;
+        }
+        if (bad) {
+            return moeq__error(d->err, MOEQ_STATUS_CHECKPOINT,
+                               "%s%s%s[%zu, %zu] is not finite; weights must be finite",
+                               TN(d, P_WEIGHT), i / d->cols, i % d->cols);
+        }
+    }
+    return MOEQ_STATUS_OK;
 }
 
 static moeq_status prepare_pack(dq *d) {
@@ -829,6 +849,9 @@ moeq__ct_params moeq__ct_activation_params(const moeq_quant_args *args, bool out
 /* ---- the entry point ------------------------------------------------------------ */
 
 static moeq_status run(const moeq__qweight *qw, int32_t out_dtype, void *out, dq *d) {
+    /* An empty matrix writes nothing: no walk over 2^40 rows of zero columns
+     * (shapes such as [2^40, 0] are valid and hold no bytes). */
+    if (qw->rows == 0 || qw->cols == 0) return MOEQ_STATUS_OK;
     const size_t osize = moeq_dtype_size(out_dtype);
     float *row = moeq__malloc(qw->cols * sizeof *row + 1);
     if (!row) return nomem(d);
@@ -902,8 +925,10 @@ moeq_status moeq_dequantize(const moeq_quant_args *weights, int32_t format, uint
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: out_dtype %s, expected F32, BF16 or F16",
                            where, moeq_dtype_name(out_dtype));
     }
+    moeq_status st = moeq__quant_args_check(weights, "weights", err);
+    if (st != MOEQ_STATUS_OK) return moeq__error_prefix(err, st, "%s", where);
     moeq__ct_weight w;
-    moeq_status st = moeq__ct_weight_build(weights, format, flags, module, tensors, n_tensors, &w, err);
+    st = moeq__ct_weight_build(weights, format, flags, module, tensors, n_tensors, &w, err);
     if (st != MOEQ_STATUS_OK) return st;
     size_t need_bytes;
     if (!moeq__mul_size(w.qw.rows, w.qw.cols, &need_bytes) ||

@@ -38,6 +38,13 @@ const char *moeq__torch_dtype_name(int32_t dtype);
 void moeq__log(int32_t level, const char *fmt, ...) MOEQ__PRINTF(2, 3);
 bool moeq__log_enabled(void);
 
+/* cJSON 1.7's parser writes a process-wide error record (global_error) on
+ * every call: config.c and safetensors.c hold this lock around each
+ * cJSON_Parse*, so concurrent moeq_config_parse / moeq_checkpoint_open calls
+ * do not race on it.  Printing and reading parsed trees need no lock. */
+void moeq__json_lock(void);
+void moeq__json_unlock(void);
+
 /* Allocation.  All library allocations go through these so that tests can
  * make the n-th allocation fail (moeq__test_fail_alloc_after). */
 void *moeq__malloc(size_t n);
@@ -76,8 +83,23 @@ void moeq__sb_json_string(moeq__sb *sb, const char *s);
 /* Hands the buffer over (caller frees with moeq__free); NULL if it failed. */
 char *moeq__sb_take(moeq__sb *sb);
 
-/* Reads a whole file into a NUL-terminated buffer (free with moeq__free).
- * Errors name the path. */
+/* Checks that caller-built QuantizationArgs hold values in range: every enum
+ * one of its constants, num_bits >= 1, group_size >= -1, block dims >= 0
+ * (whether they fit the strategy is for the caller to check).  `what` names
+ * the args in the message ("weights", "input_activations").
+ * @return OK or INVALID_ARG. */
+moeq_status moeq__quant_args_check(const moeq_quant_args *a, const char *what, moeq_error *err);
+
+/* Most experts a MoE layer may have (moeq_resolve_moe, moeq_moe_create, the
+ * "moe N" lines of moeq_plan). */
+#define MOEQ__MAX_EXPERTS 1000000u
+
+/* Largest config.json or safetensors index moeq__read_file accepts. */
+#define MOEQ__MAX_TEXT_FILE (256u << 20)
+
+/* Reads a whole regular file into a NUL-terminated buffer (free with
+ * moeq__free).  Errors name the path: IO (cannot open, not a regular file,
+ * read error), LIMIT (over MOEQ__MAX_TEXT_FILE bytes), NOMEM. */
 moeq_status moeq__read_file(const char *path, char **out, size_t *out_len, moeq_error *err);
 
 #endif /* MOEQ_INTERNAL_H */

@@ -298,9 +298,14 @@ static moeq_status compile_pattern(pattern *p, const char *text, const char *pat
                            "%s: bad regular expression \"%s\" at offset %zu: %s", path, text,
                            (size_t)erroffset, (const char *)msg);
     }
-    /* JIT is an optimisation: when it is unavailable the interpreter runs. */
+    /* JIT is an optimisation: when it is unavailable the interpreter runs.
+     * MOEQ_NO_JIT=1 turns it off for memory checkers: JIT code scans
+     * subjects with SIMD loads that read past their end (within the page),
+     * which valgrind reports as uses of uninitialised bytes. */
+    const char *no_jit = getenv("MOEQ_NO_JIT");
     size_t jit_size = 0;
-    p->jit = pcre2_jit_compile(p->code, PCRE2_JIT_COMPLETE) == 0 &&
+    p->jit = !(no_jit && no_jit[0] == '1') &&
+             pcre2_jit_compile(p->code, PCRE2_JIT_COMPLETE) == 0 &&
              pcre2_pattern_info(p->code, PCRE2_INFO_JITSIZE, &jit_size) == 0 && jit_size > 0;
     extract_literals(p, re);
     return MOEQ_STATUS_OK;

@@ -72,9 +72,9 @@ static moeq_status check_config(const moeq_moe_config *c, moeq_error *err) {
                            "scheme %d is not a moeq_scheme_id (0..%d)", (int)c->scheme,
                            MOEQ_SCHEME_COUNT - 1);
     }
-    if (c->num_experts < 1) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "num_experts is %d; must be >= 1",
-                           (int)c->num_experts);
+    if (c->num_experts < 1 || (uint32_t)c->num_experts > MOEQ__MAX_EXPERTS) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "num_experts is %d; must be 1..%u",
+                           (int)c->num_experts, MOEQ__MAX_EXPERTS);
     }
     int32_t local = c->num_local_experts ? c->num_local_experts : c->num_experts;
     if (local < 1 || local > c->num_experts) {
@@ -130,6 +130,25 @@ static moeq_status check_config(const moeq_moe_config *c, moeq_error *err) {
                 }
             }
         }
+    }
+    moeq_status st = moeq__quant_args_check(c->weights, "weights", err);
+    if (st == MOEQ_STATUS_OK) {
+        st = moeq__quant_args_check(c->input_activations, "input_activations", err);
+    }
+    if (st != MOEQ_STATUS_OK) return st;
+    const moeq_quant_args *w = c->weights;
+    if (w && (w->strategy == MOEQ_STRATEGY_GROUP || w->strategy == MOEQ_STRATEGY_TENSOR_GROUP) &&
+        w->group_size <= 0) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "weights: strategy %s with group_size %d; a group strategy needs a "
+                           "positive group_size",
+                           moeq_strategy_name(w->strategy), (int)w->group_size);
+    }
+    if (w && w->strategy == MOEQ_STRATEGY_BLOCK && (w->block_rows <= 0 || w->block_cols <= 0)) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "weights: strategy block with block_structure [%d, %d]; both must be "
+                           "positive",
+                           (int)w->block_rows, (int)w->block_cols);
     }
     /* The args must be ones the scheme runs: an engine could otherwise create
      * a layer whose numbers mean something else. */
@@ -427,23 +446,42 @@ static void read_floats(const moeq_tensor *t, size_t first, size_t n, float *out
                      out);
 }
 
-/* Copies element src_i of t to element dst_i of p's data, converting floats. */
-static void copy_elem(moeq__param *p, size_t dst_i, const moeq_tensor *t, size_t src_i) {
-    size_t ds = moeq_dtype_size(p->pub.dtype), ss = moeq_dtype_size(t->dtype);
-    uint8_t *dst = (uint8_t *)p->pub.data + dst_i * ds;
+/* Converts element src_i of t to `dtype` at dst (floats between float
+ * dtypes, I32 to I64; otherwise the dtypes are equal). */
+static void convert_elem(int32_t dtype, uint8_t *dst, const moeq_tensor *t, size_t src_i) {
+    size_t ds = moeq_dtype_size(dtype), ss = moeq_dtype_size(t->dtype);
     const uint8_t *src = (const uint8_t *)t->data + src_i * ss;
-    if (p->pub.dtype == t->dtype) {
+    if (dtype == t->dtype) {
         memcpy(dst, src, ds);
         return;
     }
-    if (p->pub.dtype == MOEQ_DTYPE_I64 && t->dtype == MOEQ_DTYPE_I32) { /* weight_shape */
+    if (dtype == MOEQ_DTYPE_I64 && t->dtype == MOEQ_DTYPE_I32) { /* weight_shape */
         int64_t v = (int32_t)moeq__load_u32(src, 0);
         memcpy(dst, &v, sizeof v);
         return;
     }
     float v;
     moeq__to_f32_ref(t->dtype, src, 1, &v);
-    moeq__from_f32_ref(p->pub.dtype, &v, 1, dst);
+    moeq__from_f32_ref(dtype, &v, 1, dst);
+}
+
+/* Copies element src_i of t to element dst_i of p's data, converting it. */
+static void copy_elem(moeq__param *p, size_t dst_i, const moeq_tensor *t, size_t src_i) {
+    convert_elem(p->pub.dtype, (uint8_t *)p->pub.data + dst_i * moeq_dtype_size(p->pub.dtype), t,
+                 src_i);
+}
+
+/* An integer element (I8..I64, U8..U64) as a signed 64-bit value, for messages. */
+static long long int_value(int32_t dtype, const uint8_t *at) {
+    switch (dtype) {
+        case MOEQ_DTYPE_I8: return (int8_t)at[0];
+        case MOEQ_DTYPE_U8: return at[0];
+        case MOEQ_DTYPE_I16: return (int16_t)(at[0] | (at[1] << 8));
+        case MOEQ_DTYPE_U16: return at[0] | (at[1] << 8);
+        case MOEQ_DTYPE_I32: return (int32_t)moeq__load_u32(at, 0);
+        case MOEQ_DTYPE_U32: return moeq__load_u32(at, 0);
+        default: return (long long)moeq__load_u64(at, 0);
+    }
 }
 
 static moeq_status load_generic(moeq_moe *l, moeq__param *p, int32_t e, int32_t shard,
@@ -461,29 +499,31 @@ static moeq_status load_generic(moeq_moe *l, moeq__param *p, int32_t e, int32_t 
             int32_t other = shard == MOEQ__GATE ? MOEQ__UP : MOEQ__GATE;
             if (p->w13 && p->loaded[e * 2 + other]) {
                 /* gate and up share one slot: they must agree. */
+                size_t pes = moeq_dtype_size(p->pub.dtype);
                 for (size_t i = 0; i < slice; i++) {
-                    float a, b;
+                    const uint8_t *have = (const uint8_t *)p->pub.data + (base + i) * pes;
+                    char got_s[48], have_s[48];
                     if (is_float_dtype(t->dtype)) {
+                        float a, b;
                         read_floats(t, i, 1, &a);
-                        moeq__to_f32_ref(p->pub.dtype,
-                                         (const uint8_t *)p->pub.data +
-                                             (base + i) * moeq_dtype_size(p->pub.dtype),
-                                         1, &b);
+                        moeq__to_f32_ref(p->pub.dtype, have, 1, &b);
                         if (fabsf(a - b) <= 1e-5f * fmaxf(1.0f, fabsf(b))) continue;
+                        snprintf(got_s, sizeof got_s, "%g", (double)a);
+                        snprintf(have_s, sizeof have_s, "%g", (double)b);
                     } else {
-                        size_t es = moeq_dtype_size(t->dtype);
-                        if (memcmp((const uint8_t *)t->data + i * es,
-                                   (const uint8_t *)p->pub.data + (base + i) * es, es) == 0) {
-                            continue;
-                        }
-                        a = b = 0;
+                        /* Compared in the parameter's dtype: an I32 weight_shape
+                         * is stored as I64. */
+                        uint8_t conv[8];
+                        convert_elem(p->pub.dtype, conv, t, i);
+                        if (memcmp(conv, have, pes) == 0) continue;
+                        snprintf(got_s, sizeof got_s, "%lld", int_value(p->pub.dtype, conv));
+                        snprintf(have_s, sizeof have_s, "%lld", int_value(p->pub.dtype, have));
                     }
                     return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
-                                       "%s: differs from the %s of %s at element %zu (%g vs "
-                                       "%g); %s is one value shared by gate and up, so they must "
+                                       "%s: differs from the %s of %s at element %zu (%s vs "
+                                       "%s); %s is one value shared by gate and up, so they must "
                                        "be equal",
-                                       name, p->suffix, l->proj[other], i, (double)a, (double)b,
-                                       p->name);
+                                       name, p->suffix, l->proj[other], i, got_s, have_s, p->name);
                 }
                 return MOEQ_STATUS_OK;
             }
@@ -665,9 +705,14 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
                            "loads: %s)",
                            name, l->scheme->name, suffix, l->proj[shard], takes);
     }
-    if (t->ndim < 0 || t->ndim > MOEQ_MAX_DIMS || (t->nbytes > 0 && !t->data)) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "tensor \"%s\": bad ndim or NULL data",
-                           name);
+    if (t->ndim < 0 || t->ndim > MOEQ_MAX_DIMS) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "tensor \"%s\": ndim %d is outside 0..%d",
+                           name, (int)t->ndim, MOEQ_MAX_DIMS);
+    }
+    if (t->nbytes > 0 && !t->data) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "tensor \"%s\": data is NULL but nbytes is %llu", name,
+                           (unsigned long long)t->nbytes);
     }
     if (t->dtype <= 0 || t->dtype >= MOEQ_DTYPE_COUNT_ || !(p->ckpt_dtypes & (1u << t->dtype))) {
         char want[128];
@@ -677,8 +722,14 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
     }
     size_t count = 1;
     for (int32_t i = 0; i < t->ndim; i++) {
-        if (t->shape[i] < 0 || !moeq__mul_size(count, (size_t)t->shape[i], &count)) {
-            return moeq__error(err, MOEQ_STATUS_SHAPE, "tensor \"%s\": bad shape", name);
+        if (t->shape[i] < 0) {
+            return moeq__error(err, MOEQ_STATUS_SHAPE, "tensor \"%s\": shape[%d] is %lld",
+                               name, (int)i, (long long)t->shape[i]);
+        }
+        if (!moeq__mul_size(count, (size_t)t->shape[i], &count)) {
+            return moeq__error(err, MOEQ_STATUS_SHAPE,
+                               "tensor \"%s\": the element count overflows at shape[%d]", name,
+                               (int)i);
         }
     }
     if (count * moeq_dtype_size(t->dtype) != t->nbytes) {

@@ -9,6 +9,12 @@
  *   4. the activation quantization of a; y = a Wd^T (+ bias);
  *   5. out[t] = routed_scaling_factor * sum_k w[t,k] * y[t,k], summed in k
  *      order, so results do not depend on how work was split.
+ *
+ * Non-finite values: a token whose input row holds a NaN or an infinity, or
+ * whose intermediate activations or result come out non-finite, gets an
+ * output row of NaN.  Such tokens are left out of the per-call (dynamic
+ * per-tensor) activation scales, so the other tokens' outputs are what they
+ * would be without it.  moeq_moe_apply_reference follows the same rule.
  */
 #include "moe.h"
 
@@ -90,8 +96,8 @@ static moeq_status check_apply(const moeq_moe *l, int32_t x_dtype, const void *x
                            moeq_dtype_name(x_dtype), moeq_dtype_name(out_dtype));
     }
     if (tokens < 0 || tokens > (int64_t)INT32_MAX) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: tokens is %lld", name,
-                           (long long)tokens);
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: tokens is %lld; must be 0..%d",
+                           name, (long long)tokens, INT32_MAX);
     }
     if (top_k < 1 || top_k > l->cfg.num_experts) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
@@ -102,6 +108,14 @@ static moeq_status check_apply(const moeq_moe *l, int32_t x_dtype, const void *x
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
                            "%s: apply_router_weight_on_input needs top_k == 1, got %d", name,
                            (int)top_k);
+    }
+    if (tokens * (int64_t)top_k > (int64_t)INT32_MAX) {
+        /* Rows are indexed with int32 (and the scratch sizes stay far from
+         * overflowing size_t). */
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "%s: tokens %lld x top_k %d is over %d (token, expert) pairs; split "
+                           "the batch",
+                           name, (long long)tokens, (int)top_k, INT32_MAX);
     }
     if (tokens == 0) return MOEQ_STATUS_OK;
     if (!x || !topk_ids || !topk_weights || !out) {
@@ -200,13 +214,32 @@ static void act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size
     }
 }
 
-/* The per-call scale of the dynamic per-tensor kinds: amax over all rows. */
-static float tensor_scale_of(int32_t kind, const float *x, size_t n) {
-    if (kind != MOEQ__ACT_INT8_TENSOR && kind != MOEQ__ACT_FP8_TENSOR) return 1.0f;
-    float amax = 0;
-    for (size_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+/* The per-call scale of the dynamic per-tensor kinds from the amax of the
+ * rows that take part. */
+static float tensor_scale_from(int32_t kind, float amax) {
     if (kind == MOEQ__ACT_INT8_TENSOR) return fmaxf(amax, MOEQ__ACT_INT8_EPS) / 127.0f;
-    return fmaxf(amax, MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX;
+    if (kind == MOEQ__ACT_FP8_TENSOR) return fmaxf(amax, MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX;
+    return 1.0f;
+}
+
+/* amax over rows [0, n) of x (cols wide), skipping rows of bad tokens
+ * (token of row r: order[r] / k). */
+static float rows_amax(const float *x, size_t n, size_t cols, const int32_t *order, size_t k,
+                       const uint8_t *bad) {
+    float amax = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (bad[(size_t)order[r] / k]) continue;
+        const float *row = x + r * cols;
+        for (size_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(row[c]));
+    }
+    return amax;
+}
+
+static bool all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) return false;
+    }
+    return true;
 }
 
 /* ---- matmul and activation functions ----------------------------------------------- */
@@ -295,8 +328,8 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
     size_t need[] = {
         T * H * 4,  pairs * H * 4,    pairs * I * 4, pairs * I * 4, MATMUL_CHUNK * maxK * 4,
         code_bytes, scale_floats * 4, (E + 1) * 4,   E * 4,         pairs * 4,
-        pairs * 4};
-    enum { XF, XR, GATE, UP, ROWS, CODES, SCALES, STARTS, FILL, ORDER, ROW_OF, NPIECES };
+        pairs * 4,  T};
+    enum { XF, XR, GATE, UP, ROWS, CODES, SCALES, STARTS, FILL, ORDER, ROW_OF, BAD, NPIECES };
     size_t at[NPIECES], total = 0;
     for (int i = 0; i < NPIECES; i++) {
         at[i] = total;
@@ -318,8 +351,10 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
     int32_t *fill = (int32_t *)(base + at[FILL]);
     int32_t *order = (int32_t *)(base + at[ORDER]);
     int32_t *row_of = (int32_t *)(base + at[ROW_OF]);
+    uint8_t *bad = base + at[BAD]; /* token t met a non-finite value */
 
     moeq__to_f32_ref(io->x_dtype, io->x, T * H, xf);
+    for (size_t t = 0; t < T; t++) bad[t] = !all_finite(xf + t * H, H);
 
     /* Bucket the (token, k) pairs by local expert (a counting sort, stable). */
     memset(starts, 0, sizeof(int32_t) * (E + 1));
@@ -347,7 +382,7 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
         float s = c->apply_router_weight_on_input ? io->weights[p] : 1.0f;
         for (size_t h = 0; h < H; h++) X[r * H + h] = src[h] * s;
     }
-    float ts1 = tensor_scale_of(l->act_kind, X, rows * H);
+    float ts1 = tensor_scale_from(l->act_kind, rows_amax(X, rows, H, order, k, bad));
     for (size_t e = 0; e < E; e++) {
         size_t r0 = (size_t)starts[e], n = (size_t)starts[e + 1] - r0;
         if (!n) continue;
@@ -365,10 +400,11 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
                 for (size_t j = 0; j < I; j++) ui[j] += pu->bias[j];
             }
             gated_act(c, gi, ui, gi, I); /* a overwrites gate */
+            if (!all_finite(gi, I)) bad[(size_t)order[r0 + i] / k] = 1;
         }
     }
     float *A = gate;
-    float ts2 = tensor_scale_of(l->act_kind, A, rows * I);
+    float ts2 = tensor_scale_from(l->act_kind, rows_amax(A, rows, I, order, k, bad));
     float *Y = X; /* GEMM1 rows are no longer needed */
     for (size_t e = 0; e < E; e++) {
         size_t r0 = (size_t)starts[e], n = (size_t)starts[e + 1] - r0;
@@ -398,6 +434,9 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
         }
         if (rsf != 1.0f) {
             for (size_t h = 0; h < H; h++) acc[h] *= rsf;
+        }
+        if (bad[t] || !all_finite(acc, H)) {
+            for (size_t h = 0; h < H; h++) acc[h] = NAN;
         }
     }
     moeq__from_f32_ref(io->out_dtype, xf, T * H, io->out);
@@ -455,11 +494,13 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
                    moeq__malloc(H * I * sizeof(float))};
     void *codes = moeq__malloc(rows_bound_bytes(1, maxK));
     float *scales = moeq__malloc((maxK + 2) * sizeof(float));
-    if (!xf || !X || !A || !Y || !row || !W[0] || !W[1] || !W[2] || !codes || !scales) {
+    uint8_t *bad = moeq__calloc(T, 1);
+    if (!xf || !X || !A || !Y || !row || !W[0] || !W[1] || !W[2] || !codes || !scales || !bad) {
         st = moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory for the float64 reference");
         goto done;
     }
     moeq__to_f32_ref(x_dtype, x, T * H, xf);
+    for (size_t t = 0; t < T; t++) bad[t] = !all_finite(xf + t * H, H);
     for (size_t p = 0; p < pairs; p++) {
         float s = c->apply_router_weight_on_input ? topk_weights[p] : 1.0f;
         for (size_t h = 0; h < H; h++) X[p * H + h] = xf[(p / k) * H + h] * s;
@@ -469,7 +510,7 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
     {
         float amax = 0;
         for (size_t p = 0; p < pairs; p++) {
-            if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] < 0) continue;
+            if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] < 0 || bad[p / k]) continue;
             for (size_t h = 0; h < H; h++) amax = fmaxf(amax, fabsf(X[p * H + h]));
         }
         if (l->act_kind == MOEQ__ACT_INT8_TENSOR) ts1 = fmaxf(amax, MOEQ__ACT_INT8_EPS) / 127.0f;
@@ -495,13 +536,14 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
                 double u = row[maxK + j] + (pu->bias ? (double)pu->bias[j] : 0.0);
                 A[p * I + j] = (float)gated_act_f64(c, g, u);
             }
+            if (!all_finite(A + p * I, I)) bad[p / k] = 1;
         }
     }
     float ts2 = 1.0f;
     {
         float amax = 0;
         for (size_t p = 0; p < pairs; p++) {
-            if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] < 0) continue;
+            if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] < 0 || bad[p / k]) continue;
             for (size_t j = 0; j < I; j++) amax = fmaxf(amax, fabsf(A[p * I + j]));
         }
         if (l->act_kind == MOEQ__ACT_INT8_TENSOR) ts2 = fmaxf(amax, MOEQ__ACT_INT8_EPS) / 127.0f;
@@ -534,7 +576,14 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
             double w = c->apply_router_weight_on_input ? 1.0 : (double)topk_weights[p];
             for (size_t h = 0; h < H; h++) o[h] += w * Y[p * H + h];
         }
-        for (size_t h = 0; h < H; h++) o[h] *= (double)c->routed_scaling_factor;
+        bool finite = !bad[t];
+        for (size_t h = 0; h < H; h++) {
+            o[h] *= (double)c->routed_scaling_factor;
+            finite = finite && isfinite(o[h]);
+        }
+        if (!finite) {
+            for (size_t h = 0; h < H; h++) o[h] = (double)NAN;
+        }
     }
 done:
     moeq__free(xf);
@@ -545,5 +594,6 @@ done:
     for (int i = 0; i < 3; i++) moeq__free(W[i]);
     moeq__free(codes);
     moeq__free(scales);
+    moeq__free(bad);
     return st;
 }

@@ -125,10 +125,10 @@ static moeq_status parse_moe_tail(plan_line *ln, const char *p, const char *end,
     uint64_t n = 0;
     while (p < end && *p >= '0' && *p <= '9') {
         n = n * 10u + (uint64_t)(*p - '0');
-        if (n > 1000000u) break;
+        if (n > MOEQ__MAX_EXPERTS) break;
         p++;
     }
-    if (p == num || n == 0 || n > 1000000u || (p < end && !is_space(*p))) {
+    if (p == num || n == 0 || n > MOEQ__MAX_EXPERTS || (p < end && !is_space(*p))) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
                            "layers line %u: \"moe\" must be followed by the number of experts "
                            "(1..1000000)",

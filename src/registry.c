@@ -241,6 +241,21 @@ moeq_status moeq_select(const moeq_resolution *res, const char *layer,
                            (int)opts->platform);
     }
     const char *lname = layer ? layer : "(unnamed layer)";
+    if (res->status < MOEQ_MATCH_QUANTIZED || res->status > MOEQ_MATCH_UNMATCHED) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "layer %s: resolution status %d is not a moeq_match_status (0..2)",
+                           lname, (int)res->status);
+    }
+    /* The resolution may be the caller's own: its args are checked before a
+     * predicate shifts by their enum values. */
+    moeq_status st = moeq__quant_args_check(res->weights, "weights", err);
+    if (st == MOEQ_STATUS_OK) {
+        st = moeq__quant_args_check(res->input_activations, "input_activations", err);
+    }
+    if (st == MOEQ_STATUS_OK) {
+        st = moeq__quant_args_check(res->output_activations, "output_activations", err);
+    }
+    if (st != MOEQ_STATUS_OK) return moeq__error_prefix(err, st, "layer %s", lname);
 
     if (res->status != MOEQ_MATCH_QUANTIZED) {
         out->scheme = MOEQ_SCHEME_UNQUANTIZED;
@@ -299,8 +314,8 @@ moeq_status moeq_select(const moeq_resolution *res, const char *layer,
         (void)s->accepts(&in, why, sizeof why);
         moeq__sb_printf(&msg, "\n  %s: %s", s->name, why);
     }
-    moeq_status st = moeq__error(err, MOEQ_STATUS_UNSUPPORTED, "%s",
-                                 msg.data ? msg.data : "no MoE scheme accepts this layer");
+    st = moeq__error(err, MOEQ_STATUS_UNSUPPORTED, "%s",
+                     msg.data ? msg.data : "no MoE scheme accepts this layer");
     moeq__sb_free(&msg);
     return st;
 }

@@ -344,6 +344,12 @@ moeq_status moeq__resolve_moe(const moeq_config *cfg, moeq__match_scratch *s, co
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
                            "MoE layer \"%s\": num_experts must be at least 1", prefix);
     }
+    if (num_experts > MOEQ__MAX_EXPERTS) {
+        /* Three resolutions per expert: a huge count would run for hours. */
+        return moeq__error(err, MOEQ_STATUS_LIMIT,
+                           "MoE layer \"%s\": num_experts %u is over the limit of %u", prefix,
+                           num_experts, MOEQ__MAX_EXPERTS);
+    }
     int32_t precedence = opts ? opts->precedence : MOEQ_PRECEDENCE_CT;
     size_t plen = strlen(prefix);
     if (!valid_utf8((const unsigned char *)prefix, plen)) {

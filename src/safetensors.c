@@ -499,7 +499,9 @@ static moeq_status read_header(moeq_checkpoint *ck, st_file *f, moeq_error *err)
                            f->path, len);
     }
     const char *end = NULL;
+    moeq__json_lock();
     cJSON *root = cJSON_ParseWithLengthOpts(copy, len, &end, 0);
+    moeq__json_unlock();
     moeq_status rc = MOEQ_STATUS_OK;
     if (!root) {
         size_t at = end ? (size_t)(end - copy) : 0;
@@ -692,7 +694,9 @@ static moeq_status open_index(moeq_checkpoint *ck, const char *index, moeq_error
                          index, strlen(text));
         goto done;
     }
+    moeq__json_lock();
     root = cJSON_ParseWithOpts(text, &end, 1);
+    moeq__json_unlock();
     if (!root) {
         size_t at = end ? (size_t)(end - text) : 0;
         rc = moeq__error(err, MOEQ_STATUS_CHECKPOINT,
@@ -1040,7 +1044,9 @@ static moeq_status put_metadata(moeq__sb *sb, const char *path, const char *json
         return moeq__error(err, bad, "%s: metadata is not valid UTF-8 (byte %zu)", path, bad_utf8);
     }
     const char *end = NULL;
+    moeq__json_lock();
     cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
+    moeq__json_unlock();
     moeq_status rc = MOEQ_STATUS_OK;
     if (!root) {
         rc = moeq__error(err, bad, "%s: metadata is not valid JSON (error near byte %zu)", path,

@@ -5,10 +5,12 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef MOEQ_VERSION_STRING
 #define MOEQ_VERSION_STRING "0.0.0"
@@ -213,6 +215,18 @@ void moeq__log(int32_t level, const char *fmt, ...) {
     fn(level, buf, user);
 }
 
+/* ---- the cJSON parser lock ---------------------------------------------------- */
+
+static pthread_mutex_t g_json_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void moeq__json_lock(void) {
+    pthread_mutex_lock(&g_json_lock);
+}
+
+void moeq__json_unlock(void) {
+    pthread_mutex_unlock(&g_json_lock);
+}
+
 /* ---- allocation ---------------------------------------------------------- */
 
 static long g_fail_after = -1;
@@ -403,11 +417,33 @@ moeq_status moeq__read_file(const char *path, char **out, size_t *out_len, moeq_
     if (!f) {
         return moeq__error(err, MOEQ_STATUS_IO, "%s: cannot open: %s", path, strerror(errno));
     }
+    /* Only regular files: a FIFO or a device such as /dev/zero would block
+     * or never end. */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return moeq__error(err, MOEQ_STATUS_IO, "%s: not a regular file", path);
+    }
+    if ((uintmax_t)st.st_size > MOEQ__MAX_TEXT_FILE) {
+        fclose(f);
+        return moeq__error(err, MOEQ_STATUS_LIMIT,
+                           "%s: %lld bytes; JSON files over %u bytes are refused", path,
+                           (long long)st.st_size, MOEQ__MAX_TEXT_FILE);
+    }
     moeq__sb sb;
     moeq__sb_init(&sb);
     char buf[65536];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) moeq__sb_append(&sb, buf, n);
+    /* The cap holds even if the file grows while it is read. */
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && sb.len <= MOEQ__MAX_TEXT_FILE) {
+        moeq__sb_append(&sb, buf, n);
+    }
+    if (sb.len > MOEQ__MAX_TEXT_FILE) {
+        fclose(f);
+        moeq__sb_free(&sb);
+        return moeq__error(err, MOEQ_STATUS_LIMIT, "%s: grew past %u bytes while being read", path,
+                           MOEQ__MAX_TEXT_FILE);
+    }
     bool read_error = ferror(f) != 0;
     fclose(f);
     if (read_error) {

@@ -7,8 +7,14 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix}
 if(NOT rc EQUAL 0)
     message(FATAL_ERROR "install failed")
 endif()
+# SAN_FLAGS: the sanitizer flags of the build under test ("" for none); CC: its compiler.
+if(NOT CC)
+    set(CC cc)
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/consumer
-                        -DCMAKE_PREFIX_PATH=${prefix} RESULT_VARIABLE rc)
+                        -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_C_COMPILER=${CC}
+                        "-DCMAKE_C_FLAGS=${SAN_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${SAN_FLAGS}"
+                        RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
     message(FATAL_ERROR "find_package(moeq) failed")
 endif()
@@ -33,7 +39,9 @@ if(NOT rc EQUAL 0)
     message(FATAL_ERROR "pkg-config moeq failed")
 endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
-execute_process(COMMAND cc ${SRC}/consumer.c ${flags} -o ${WORK}/consumer_pc RESULT_VARIABLE rc)
+separate_arguments(san UNIX_COMMAND "${SAN_FLAGS}")
+execute_process(COMMAND ${CC} ${san} ${SRC}/consumer.c ${flags} -o ${WORK}/consumer_pc
+                RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
     message(FATAL_ERROR "compiling with pkg-config flags failed: ${flags}")
 endif()

@@ -1122,10 +1122,14 @@ MOEQ_API void moeq_ctx_destroy(moeq_ctx *ctx);
  * out ([tokens, H], out_dtype BF16, F16 or F32; it may alias x only when the
  * dtypes match).  Activations are quantized exactly as the scheme defines
  * (dynamic per-token int8/FP8, per-group FP8, NVFP4 local, static scales).
- * Concurrent calls on one finalized layer with different contexts are safe.
- * @return OK, INVALID_ARG (NULL, tokens < 0, ids out of range, non-finite
- *         weights, top_k > 1 with apply_router_weight_on_input), DTYPE,
- *         STATE (not finalized), NOMEM. */
+ * Concurrent calls on one finalized layer with different contexts are safe,
+ * and results are bit-identical whatever the context's thread count.
+ * Non-finite inputs: a token whose row of x holds a NaN or an infinity (or
+ * whose activations overflow to one) gets an all-NaN row of out; it is left
+ * out of per-call activation scales, so the other tokens are unaffected.
+ * @return OK, INVALID_ARG (NULL, tokens < 0, more than 2^31-1 token-expert
+ *         pairs, ids out of range, non-finite weights, top_k > 1 with
+ *         apply_router_weight_on_input), DTYPE, STATE (not finalized), NOMEM. */
 MOEQ_API moeq_status moeq_moe_apply(const moeq_moe *layer, moeq_ctx *ctx, int32_t x_dtype,
                                     const void *x, int64_t tokens, int32_t top_k,
                                     const int32_t *topk_ids, const float *topk_weights,

@@ -100,7 +100,8 @@ static moeq_status load_w2(moeq_moe *l, moeq__param *p, int32_t e, int32_t shard
     if (!q) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory loading %s", t->name);
     moeq_status st = read_int4(l, t, d.H, d.I, q, err);
     if (st == MOEQ_STATUS_OK) {
-        uint8_t *dst = (uint8_t *)p->pub.data + (size_t)e * (size_t)(d.H / 2 * d.I);
+        /* Each expert's slice is [H/2, I] bytes. */
+        uint8_t *dst = (uint8_t *)p->pub.data + (size_t)e * (size_t)(d.H / 2) * (size_t)d.I;
         for (int64_t r = 0; r < d.H / 2; r++) {
             for (int64_t c = 0; c < d.I; c++) {
                 dst[r * d.I + c] = nibbles(q[(2 * r) * d.I + c], q[(2 * r + 1) * d.I + c]);
@@ -154,8 +155,9 @@ static moeq_status take_scales(moeq_moe *l, const char *name, int32_t e, size_t 
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(s[i])) {
             return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
-                               "%s of expert %d, row %zu is not finite", name,
-                               (int)l->local_to_global[e], r0 + i);
+                               "%s: %s of expert %d, row %zu is %g; scales must be finite",
+                               l->prefix ? l->prefix : "MoE layer", name,
+                               (int)l->local_to_global[e], r0 + i, (double)s[i]);
         }
     }
     *out = s;

@@ -242,6 +242,25 @@ moeq_status moeq__moe_add_derived(moeq_moe *l, const char *name, int32_t dtype, 
     return add3(l, name, dtype, a, b, "", MOEQ_LAYOUT_DERIVED, -1, false, false, 0, err);
 }
 
+/* ---- whole families, shared by several schemes ------------------------------------------ */
+
+moeq_status moeq__moe_add_int8_family(moeq_moe *l, moeq_error *err) {
+    moeq_status st = moeq__moe_add_int_weights(l, false, NULL, err);
+    if (st == MOEQ_STATUS_OK)
+        st = moeq__moe_add_scales(l, MOEQ_DTYPE_F32, MOEQ__FLOAT_DTYPES, false, err);
+    if (st == MOEQ_STATUS_OK) st = moeq__moe_add_static_input_scales(l, err);
+    return st;
+}
+
+moeq_status moeq__moe_add_nvfp4_family(moeq_moe *l, moeq_error *err) {
+    moeq_status st = moeq__moe_add_fp4_weights(l, err);
+    if (st == MOEQ_STATUS_OK)
+        st = moeq__moe_add_scales(l, MOEQ_DTYPE_F8_E4M3, MOEQ__DT(F8_E4M3), false, err);
+    if (st == MOEQ_STATUS_OK)
+        st = moeq__moe_add_per_shard(l, "weight_global_scale", "weight_global_scale", err);
+    return st;
+}
+
 /* ---- finalize helpers ------------------------------------------------------------------ */
 
 moeq_status moeq__moe_repack_int4(moeq_moe *l, moeq_error *err) {
@@ -261,6 +280,12 @@ moeq_status moeq__moe_repack_int4(moeq_moe *l, moeq_error *err) {
         w->row_stride = stride;
     }
     return MOEQ_STATUS_OK;
+}
+
+moeq_status moeq__moe_finalize_int4_repacked(moeq_moe *l, moeq_error *err) {
+    moeq_status st = moeq__moe_finalize_ct(l, err);
+    if (st == MOEQ_STATUS_OK) st = moeq__moe_repack_int4(l, err);
+    return st;
 }
 
 void moeq__moe_release_transposed(moeq_moe *l) {

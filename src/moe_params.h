@@ -45,9 +45,20 @@ moeq_status moeq__moe_add_static_input_scales(moeq_moe *l, moeq_error *err);
 moeq_status moeq__moe_add_derived(moeq_moe *l, const char *name, int32_t dtype, int64_t a,
                                   int64_t b, moeq_error *err);
 
+/* Families several schemes declare alike.
+ * int8: integer weights in checkpoint orientation (I8 [E, N, K] or packed
+ * words [E, N, words(K)]), F32 scales, static input scales when the inputs
+ * are static (w8a8_int8, w4a8_int8, w4a8_fp8).
+ * nvfp4: U8 [E, N, K/2] codes, E4M3 group-16 scales, one F32 global scale
+ * per shard ([E, 2] for gate/up: each half keeps its own). */
+moeq_status moeq__moe_add_int8_family(moeq_moe *l, moeq_error *err);
+moeq_status moeq__moe_add_nvfp4_family(moeq_moe *l, moeq_error *err);
+
 /* Finalize helpers: int4 packed words -> signed nibble bytes (the MxInt4 and
  * W4AFP8 repack); drop transposed parameter buffers once copied back. */
 moeq_status moeq__moe_repack_int4(moeq_moe *l, moeq_error *err);
+/* moeq__moe_finalize_ct, then moeq__moe_repack_int4 (w4a8_int8, w4a8_fp8). */
+moeq_status moeq__moe_finalize_int4_repacked(moeq_moe *l, moeq_error *err);
 void moeq__moe_release_transposed(moeq_moe *l);
 
 #endif /* MOEQ_MOE_PARAMS_H */

@@ -10,21 +10,12 @@ static bool accepts(const moeq__select_in *in, char *why, size_t n) {
 
 /* U8 [E, N, K/2] codes, E4M3 group-16 scales, one F32 global scale per
  * shard ([E, 2] for gate/up: each half keeps its own). */
-static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
-    moeq_status st = moeq__moe_add_fp4_weights(l, err);
-    if (st == MOEQ_STATUS_OK)
-        st = moeq__moe_add_scales(l, MOEQ_DTYPE_F8_E4M3, MOEQ__DT(F8_E4M3), false, err);
-    if (st == MOEQ_STATUS_OK)
-        st = moeq__moe_add_per_shard(l, "weight_global_scale", "weight_global_scale", err);
-    return st;
-}
-
 const moeq__scheme moeq__scheme_w4a16_nvfp4 = {
     .id = MOEQ_SCHEME_W4A16_NVFP4,
     .name = "w4a16_nvfp4",
     .summary = "NVFP4 weights (E2M1, E4M3 group-16 scales, global scale); 16-bit activations",
     .accepts = accepts,
-    .create_weights = create_weights,
+    .create_weights = moeq__moe_add_nvfp4_family,
     .finalize = moeq__moe_finalize_ct,
     .apply = moeq__moe_apply_generic,
 };

@@ -18,13 +18,9 @@ static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     return moeq__need_format(in, MOEQ__BIT(MOEQ_FORMAT_NVFP4_PACK_QUANTIZED), why, n);
 }
 
-/* As w4a16_nvfp4, plus the static input global scales ([E, 2] / [E]). */
+/* The NVFP4 family plus the static input global scales ([E, 2] / [E]). */
 static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
-    moeq_status st = moeq__moe_add_fp4_weights(l, err);
-    if (st == MOEQ_STATUS_OK)
-        st = moeq__moe_add_scales(l, MOEQ_DTYPE_F8_E4M3, MOEQ__DT(F8_E4M3), false, err);
-    if (st == MOEQ_STATUS_OK)
-        st = moeq__moe_add_per_shard(l, "weight_global_scale", "weight_global_scale", err);
+    moeq_status st = moeq__moe_add_nvfp4_family(l, err);
     if (st == MOEQ_STATUS_OK)
         st = moeq__moe_add_per_shard(l, "input_global_scale", "input_global_scale", err);
     return st;

@@ -9,27 +9,13 @@ static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     return moeq__need_format(in, MOEQ__INT_FORMATS, why, n);
 }
 
-/* Weights as w4a8_int8; the inputs are quantized to FP8 instead. */
-static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
-    moeq_status st = moeq__moe_add_int_weights(l, false, NULL, err);
-    if (st == MOEQ_STATUS_OK)
-        st = moeq__moe_add_scales(l, MOEQ_DTYPE_F32, MOEQ__FLOAT_DTYPES, false, err);
-    if (st == MOEQ_STATUS_OK) st = moeq__moe_add_static_input_scales(l, err);
-    return st;
-}
-
-static moeq_status finalize(moeq_moe *l, moeq_error *err) {
-    moeq_status st = moeq__moe_finalize_ct(l, err);
-    if (st == MOEQ_STATUS_OK) st = moeq__moe_repack_int4(l, err);
-    return st;
-}
-
+/* Weights and finalize as w4a8_int8; the inputs are quantized to FP8 instead. */
 const moeq__scheme moeq__scheme_w4a8_fp8 = {
     .id = MOEQ_SCHEME_W4A8_FP8,
     .name = "w4a8_fp8",
     .summary = "int4 weights x FP8 activations (dynamic token/tensor or static tensor)",
     .accepts = accepts,
-    .create_weights = create_weights,
-    .finalize = finalize,
+    .create_weights = moeq__moe_add_int8_family,
+    .finalize = moeq__moe_finalize_int4_repacked,
     .apply = moeq__moe_apply_generic,
 };

@@ -12,26 +12,12 @@ static bool accepts(const moeq__select_in *in, char *why, size_t n) {
 /* int4 weights in checkpoint orientation (packed words [E, N, K/8] or int8
  * [E, N, K]) with F32 scales; finalize repacks packed words into signed nibble
  * pairs (SGLang's W4AFP8 layout). */
-static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
-    moeq_status st = moeq__moe_add_int_weights(l, false, NULL, err);
-    if (st == MOEQ_STATUS_OK)
-        st = moeq__moe_add_scales(l, MOEQ_DTYPE_F32, MOEQ__FLOAT_DTYPES, false, err);
-    if (st == MOEQ_STATUS_OK) st = moeq__moe_add_static_input_scales(l, err);
-    return st;
-}
-
-static moeq_status finalize(moeq_moe *l, moeq_error *err) {
-    moeq_status st = moeq__moe_finalize_ct(l, err);
-    if (st == MOEQ_STATUS_OK) st = moeq__moe_repack_int4(l, err);
-    return st;
-}
-
 const moeq__scheme moeq__scheme_w4a8_int8 = {
     .id = MOEQ_SCHEME_W4A8_INT8,
     .name = "w4a8_int8",
     .summary = "int4 weights x int8 activations (dynamic token/tensor or static tensor)",
     .accepts = accepts,
-    .create_weights = create_weights,
-    .finalize = finalize,
+    .create_weights = moeq__moe_add_int8_family,
+    .finalize = moeq__moe_finalize_int4_repacked,
     .apply = moeq__moe_apply_generic,
 };

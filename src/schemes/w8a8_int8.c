@@ -14,22 +14,12 @@ static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     return moeq__need_format(in, MOEQ__INT_FORMATS, why, n);
 }
 
-/* int8 weights (I8 [E, N, K], or packed words for pack-quantized) with F32
- * scales, plus static input scales when the inputs are static. */
-static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
-    moeq_status st = moeq__moe_add_int_weights(l, false, NULL, err);
-    if (st == MOEQ_STATUS_OK)
-        st = moeq__moe_add_scales(l, MOEQ_DTYPE_F32, MOEQ__FLOAT_DTYPES, false, err);
-    if (st == MOEQ_STATUS_OK) st = moeq__moe_add_static_input_scales(l, err);
-    return st;
-}
-
 const moeq__scheme moeq__scheme_w8a8_int8 = {
     .id = MOEQ_SCHEME_W8A8_INT8,
     .name = "w8a8_int8",
     .summary = "int8 weights x int8 activations (dynamic token/tensor or static tensor)",
     .accepts = accepts,
-    .create_weights = create_weights,
+    .create_weights = moeq__moe_add_int8_family,
     .finalize = moeq__moe_finalize_ct,
     .apply = moeq__moe_apply_generic,
 };

@@ -56,6 +56,7 @@ typedef struct ilayer {
     uint32_t n_proj;
     int32_t triple[3]; /* gate, up, down slots; -1 when not recognised */
     bool res_ok;       /* res is the common resolution of every expert projection */
+    bool sparse;       /* ids run far past the experts present: absent ones not enumerated */
     moeq_resolution res;
 } ilayer;
 
@@ -66,9 +67,15 @@ typedef struct issue {
     int32_t status; /* errors only */
 } issue;
 
+/* Each list keeps at most MAX_LISTED entries and counts the rest: a
+ * 200-byte checkpoint naming experts 0 and 999999 has millions of missing
+ * tensors, and listing them all took gigabytes. */
+#define MAX_LISTED 10000u
+
 typedef struct issue_list {
     issue *v;
     uint32_t n, cap;
+    uint64_t unlisted; /* issues found after the list was full */
 } issue_list;
 
 typedef struct inspect {
@@ -183,6 +190,10 @@ static moeq_status add_issue(inspect *in, issue_list *l, const char *name, size_
     MOEQ__PRINTF(7, 8);
 static moeq_status add_issue(inspect *in, issue_list *l, const char *name, size_t name_len,
                              const char *suffix, int32_t status, const char *fmt, ...) {
+    if (l->n >= MAX_LISTED) {
+        l->unlisted++;
+        return MOEQ_STATUS_OK;
+    }
     if (l->n == l->cap) {
         uint32_t cap = l->cap ? l->cap * 2u : 64u;
         issue *v = moeq__realloc(l->v, sizeof *v * cap);
@@ -549,6 +560,19 @@ static moeq_status plan_layer(inspect *in, ilayer *l, moeq__plan_row *row) {
         snprintf(names[k], sizeof names[k], "%.*s", (int)l->proj_len[l->triple[k]],
                  l->proj[l->triple[k]]);
         proj[k] = names[k];
+    }
+    /* Experts 0..max_id are resolved and each absent one accounted: ids far
+     * past the experts present (one tensor naming expert 999999) would make
+     * a tiny file cost seconds of work per layer, so such a layer is an
+     * error and its absent experts are not enumerated. */
+    if ((uint64_t)l->max_id + 1u > 8u * (uint64_t)n + 64u) {
+        l->sparse = true;
+        moeq__error(&e, MOEQ_STATUS_LIMIT,
+                    "MoE layer \"%s\": expert ids run to %u but only %u experts have tensors; "
+                    "absent experts are not listed for a layer with more than 8 ids per expert "
+                    "present (+64)",
+                    l->prefix, l->max_id, n);
+        return row_error(in, row, &e);
     }
     moeq_status st = moeq__resolve_moe(in->cfg, in->scratch, l->prefix, l->max_id + 1u, proj, in->ro,
                                        &l->res, &e);
@@ -956,7 +980,7 @@ static moeq_status expert_resolution(inspect *in, const char *name, size_t len, 
 /* Every expert 0..max of a layer has its three projections: the required
  * tensors of each absent one are missing. */
 static moeq_status missing_experts(inspect *in, const ilayer *l) {
-    if (l->triple[0] < 0) return MOEQ_STATUS_OK;
+    if (l->triple[0] < 0 || l->sparse) return MOEQ_STATUS_OK;
     moeq__sb nm;
     moeq__sb_init(&nm);
     moeq_status st = MOEQ_STATUS_OK;
@@ -985,8 +1009,9 @@ static moeq_status missing_experts(inspect *in, const ilayer *l) {
             acct a;
             st = expect(in, &ghost, &r, &a);
             if (st != MOEQ_STATUS_OK || !a.known) break;
-            char need[256];
-            moeq__ct_params_text(a.required, need, sizeof need);
+            char need[256] = "";
+            /* Once the list is full the text is not kept: skip making it. */
+            if (in->missing.n < MAX_LISTED) moeq__ct_params_text(a.required, need, sizeof need);
             for (int p = 0; p < MOEQ__CT_PARAM_COUNT && st == MOEQ_STATUS_OK; p++) {
                 if (!(a.required & MOEQ__CT_BIT(p))) continue;
                 const char *pn = moeq__ct_param_name(p);
@@ -1110,7 +1135,7 @@ static moeq_status flush(inspect *in, moeq__sb *sb, moeq_write_fn write, void *u
 
 static moeq_status text_list(inspect *in, const issue_list *l, const char *title, bool errors,
                              moeq__sb *sb, moeq_write_fn write, void *user) {
-    moeq__sb_printf(sb, "\n%s: %u\n", title, l->n);
+    moeq__sb_printf(sb, "\n%s: %llu\n", title, (unsigned long long)(l->n + l->unlisted));
     for (uint32_t i = 0; i < l->n; i++) {
         if (errors) {
             moeq__sb_printf(sb, "  %s: %s: %s\n", l->v[i].name, moeq_status_name(l->v[i].status),
@@ -1122,6 +1147,10 @@ static moeq_status text_list(inspect *in, const issue_list *l, const char *title
             moeq_status st = flush(in, sb, write, user);
             if (st != MOEQ_STATUS_OK) return st;
         }
+    }
+    if (l->unlisted) {
+        moeq__sb_printf(sb, "  ... and %llu more, not listed (at most %u are)\n",
+                        (unsigned long long)l->unlisted, MAX_LISTED);
     }
     return MOEQ_STATUS_OK;
 }
@@ -1293,9 +1322,9 @@ moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ck
         sort_list(&in.errors);
         in.sum.modules = in.n_mods;
         in.sum.moe_layers = in.n_layers;
-        in.sum.unconsumed = in.unconsumed.n;
-        in.sum.missing = in.missing.n;
-        in.sum.errors = in.errors.n;
+        in.sum.unconsumed = in.unconsumed.n + in.unconsumed.unlisted;
+        in.sum.missing = in.missing.n + in.missing.unlisted;
+        in.sum.errors = in.errors.n + in.errors.unlisted;
         st = emit(&in, write, user);
     }
     if (st == MOEQ_STATUS_OK && summary) *summary = in.sum;

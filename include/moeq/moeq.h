@@ -592,7 +592,9 @@ typedef struct moeq_inspect_summary {
  *   contains "attn"), as are legacy k_proj/v_proj output_scale tensors; a
  *   static kv_cache_scheme requires k_scale and v_scale on every attention
  *   module;
- * - every expert 0..max of a MoE layer must have all three projections.
+ * - every expert 0..max of a MoE layer must have all three projections
+ *   (a layer whose ids run past 8 x the experts present + 64 is an error,
+ *   LIMIT, and its absent experts are not enumerated).
  * A tensor no rule reads is UNCONSUMED; a required tensor that is absent is
  * MISSING; both are listed with the full tensor name and why.  Resolution and
  * selection errors, tensor sets a format cannot hold and dtype/shape/value
@@ -605,6 +607,9 @@ typedef struct moeq_inspect_summary {
  * and "missing" (arrays of {tensor, module, reason}), "errors" (array of
  * {module, status, message}) and "summary" (the counts of
  * moeq_inspect_summary, same names).
+ * The unconsumed, missing and error lists hold at most 10,000 entries each
+ * (the first found, then sorted; the text report says how many more there
+ * are); the summary counts them all.
  * `summary` may be NULL.  Thread-safe on a shared config and checkpoint.
  * Limits: a module with no tensor at all is invisible (a checkpoint that lacks
  * every tensor of a layer shows nothing missing), except expert projections,

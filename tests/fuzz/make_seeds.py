@@ -4,8 +4,10 @@
     python3 tests/fuzz/make_seeds.py
 
 Seeds are deterministic and small; the corpora also hold inputs that once
-found a bug (crash-*, leak-*, timeout-*, named after what they found), which
-this script never touches.  The input layouts are described at the top of
+found a bug (crash-*, leak-*, timeout-*, named after what they found) and the
+coverage long fuzz runs reached (cov-<sha1>, merged with
+`fuzz_<target> -merge=1 -use_counters=0 tests/fuzz/corpus/fuzz_<target> WORKDIR`),
+which this script never touches.  The input layouts are described at the top of
 each fuzz_<target>.c.
 """
 import json

@@ -385,9 +385,10 @@ void moeq__matmul_dequant_ref(const moeq__qweight *w, const float *x, size_t m,
  * scales).  Inside a block the codes of one column k for all 16 rows are
  * adjacent, so one load feeds 16 output rows:
  *   NIB  (4-bit codes, decoded through lut[16]): 32-byte chunks of 4 columns;
- *        byte i of the chunk of columns 4j..4j+3 holds, in its low nibble,
- *        (column 4j + (i>>3 & 1), row (i & 7) + 8 * (i >> 4)) and in its high
- *        nibble the same row at column 4j + 2 + (i>>3 & 1);
+ *        byte i of the chunk of columns 4j..4j+3 (q = i & 15) holds, in its low
+ *        nibble, column 4j + (q >> 3), row 8 * (q & 1) + ((q >> 1) & 3) +
+ *        4 * (i >> 4), and in its high nibble the same row at column
+ *        4j + 2 + (q >> 3) (the order the AVX2 decode produces);
  *   I8, E4M3 (one byte per code): 16 bytes per column, row r at byte r.
  * Scales: one per (row, group of gsize columns), stored [block][group][16] in
  * the narrowest form that holds every value exactly (scale_kind).
@@ -419,7 +420,7 @@ typedef struct moeq__packed {
     float gdiv;            /* E4M3_DIV divisor */
     float scale_mul;       /* ks = decoded scale * scale_mul (256 for E4M3 codes, else 1) */
     float lut[16];         /* NIB: kernel value of each nibble */
-    uint8_t lut_f16hi[16]; /* NIB: high byte of the binary16 of lut[i] (its low byte is 0) */
+    uint8_t lut_bf16[2][16]; /* NIB: low and high byte of the bfloat16 of lut[i] (exact) */
 } moeq__packed;
 
 /* Bytes per element of a scale kind. */

@@ -10,6 +10,11 @@
  * Also: bf16/f16 inputs and outputs, biases and activations, routing weight
  * on input and routed scaling, expert parallelism (two halves sum to the
  * whole), and bit-identical results across repeated runs and thread counts.
+ *
+ * moeq_moe_apply runs the fast path unless the context pins the reference
+ * forward (force_ref): every case also compares the two, with few and with
+ * many rows per expert (the gemv and the panel kernels), and checks that the
+ * fast path gives the same bits with 1, 2 and 3 threads.
  */
 #include "test_util.h"
 #include "internal.h"
@@ -497,6 +502,72 @@ START_TEST(test_scheme_against_reference) {
 }
 END_TEST
 
+/* The fast path against the reference forward (force_ref) on few and many
+ * rows per expert; 1, 2 and 3 threads give identical bits. */
+START_TEST(test_fast_vs_reference) {
+    const moe_case *c = &k_cases[_i];
+    built b;
+    build(c, NULL, 0, NULL, &b);
+    enum { TB = 45 };
+    static float xb[TB * H];
+    static int32_t ids[TB * K];
+    static float wts[TB * K];
+    g_rng = 0x5EEDu + (uint64_t)_i;
+    for (int i = 0; i < TB * H; i++) xb[i] = bf16(gauss());
+    for (int t = 0; t < TB; t++) {
+        int a = (int)(uniform() * E), b2 = (a + 1 + (int)(uniform() * (E - 1))) % E;
+        ids[t * K] = a;
+        ids[t * K + 1] = t % 9 == 4 ? -1 : b2; /* an empty slot now and then */
+        wts[t * K] = (float)uniform();
+        wts[t * K + 1] = 1.0f - wts[t * K];
+    }
+    moeq_error err;
+    moeq_ctx *ref = NULL, *fast[3] = {NULL, NULL, NULL};
+    moeq_ctx_options ro = {2, 1};
+    ck_assert_ok(moeq_ctx_create(&ro, &ref, &err), &err);
+    for (int i = 0; i < 3; i++) {
+        moeq_ctx_options fo = {i + 1, 0};
+        ck_assert_ok(moeq_ctx_create(&fo, &fast[i], &err), &err);
+    }
+    static const int tokens[] = {1, 3, T, TB};
+    for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++) {
+        int n = tokens[ti];
+        static float y_ref[TB * H], y[3][TB * H];
+        static double y64[TB * H];
+        ck_assert_ok(moeq_moe_apply(b.layer, ref, MOEQ_DTYPE_F32, xb, n, K, ids, wts,
+                                    MOEQ_DTYPE_F32, y_ref, &err),
+                     &err);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_ok(moeq_moe_apply(b.layer, fast[i], MOEQ_DTYPE_F32, xb, n, K, ids, wts,
+                                        MOEQ_DTYPE_F32, y[i], &err),
+                         &err);
+        }
+        ck_assert_msg(memcmp(y[0], y[1], sizeof(float) * (size_t)(n * H)) == 0,
+                      "%s (case %d, %d tokens): 1 and 2 threads differ", c->scheme, _i, n);
+        ck_assert_msg(memcmp(y[0], y[2], sizeof(float) * (size_t)(n * H)) == 0,
+                      "%s (case %d, %d tokens): 1 and 3 threads differ", c->scheme, _i, n);
+        double ref_d[TB * H];
+        for (int i = 0; i < n * H; i++) ref_d[i] = y_ref[i];
+        double e = rel_error(y[0], ref_d, (size_t)(n * H));
+        ck_assert_ok(moeq_moe_apply_reference(b.layer, MOEQ_DTYPE_F32, xb, n, K, ids, wts, y64,
+                                              &err),
+                     &err);
+        double e64 = rel_error(y[0], y64, (size_t)(n * H));
+        if (ti == sizeof tokens / sizeof tokens[0] - 1) {
+            printf("%-15s %-22s fast vs reference forward %.2e, vs float64 %.2e (%d tokens)\n",
+                   c->scheme, c->format, e, e64, n);
+        }
+        ck_assert_msg(e <= c->tolerance, "%s (case %d, %d tokens): fast vs reference %g > %g",
+                      c->scheme, _i, n, e, c->tolerance);
+        ck_assert_msg(e64 <= c->tolerance, "%s (case %d, %d tokens): fast vs float64 %g > %g",
+                      c->scheme, _i, n, e64, c->tolerance);
+    }
+    moeq_ctx_destroy(ref);
+    for (int i = 0; i < 3; i++) moeq_ctx_destroy(fast[i]);
+    free_built(&b);
+}
+END_TEST
+
 START_TEST(test_scheme_covered) {
     for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
         int seen = 0;
@@ -743,6 +814,7 @@ static Suite *moe_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_add_loop_test(tc, test_scheme_against_reference, 0,
                         (int)(sizeof k_cases / sizeof k_cases[0]));
+    tcase_add_loop_test(tc, test_fast_vs_reference, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_test(tc, test_scheme_covered);
     /* a weight-only, an activation-quantized and the NPU pair layout */
     tcase_add_loop_test(tc, test_expert_parallel_halves, 0, 1);

@@ -37,13 +37,6 @@ static bool same_bits(float a, float b) {
     return f32_bits(a) == f32_bits(b);
 }
 
-/* The binary16 of a small value whose low byte is 0, or -1 when it has none. */
-static int f16_high_byte(float v) {
-    const uint16_t h = moeq__f32_to_f16(v);
-    if ((h & 0xFFu) || !same_bits(moeq__f16_to_f32(h), v)) return -1;
-    return h >> 8;
-}
-
 static float e8m0_value(uint8_t e) {
     return e ? bits_f32((uint32_t)e << 23) : bits_f32(0x00400000u);
 }
@@ -146,9 +139,10 @@ bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
     }
     if (pk->code == MOEQ__PK_NIB) {
         for (int n = 0; n < 16; n++) {
-            const int hb = f16_high_byte(pk->lut[n]);
-            if (hb < 0) return false;
-            pk->lut_f16hi[n] = (uint8_t)hb;
+            const uint16_t h = moeq__f32_to_bf16(pk->lut[n]);
+            if (!same_bits(moeq__bf16_to_f32(h), pk->lut[n])) return false;
+            pk->lut_bf16[0][n] = (uint8_t)h;
+            pk->lut_bf16[1][n] = (uint8_t)(h >> 8);
         }
     }
     /* Scale groups along the columns: every (row, column) must read the scale
@@ -186,9 +180,9 @@ bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
 
 /* Position of (row-in-block r, column k) among a NIB block's codes. */
 static size_t nib_byte(size_t r, size_t k, unsigned *shift) {
-    const size_t j = k >> 2, kk = k & 3u;
+    const size_t j = k >> 2, kk = k & 3u, rr = r & 7u;
     *shift = kk >= 2 ? 4u : 0u;
-    return j * 32 + ((r & 7u) | ((kk & 1u) << 3) | ((r >> 3) << 4));
+    return j * 32 + (rr >> 2) * 16 + ((kk & 1u) << 3) + ((rr & 3u) << 1) + (r >> 3);
 }
 
 /* The raw codes of row r as nibbles (0..15) or bytes. */

@@ -20,24 +20,30 @@
 
 /* ---- codes ------------------------------------------------------------------------ */
 
-/* One NIB chunk: f[2j + h] = columns 4c + j, rows 8h .. 8h + 7. */
-AI void nib_chunk(const uint8_t *p, __m256i lut, __m256 f[8]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
-    const __m256i bl = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
-    const __m256i bh = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-    const __m256i z = _mm256_setzero_si256();
-    const __m256i w0 = _mm256_unpacklo_epi8(z, bl), w1 = _mm256_unpackhi_epi8(z, bl);
-    const __m256i w2 = _mm256_unpacklo_epi8(z, bh), w3 = _mm256_unpackhi_epi8(z, bh);
-    f[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(w0));
-    f[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1));
-    f[2] = _mm256_cvtph_ps(_mm256_castsi256_si128(w1));
-    f[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1));
-    f[4] = _mm256_cvtph_ps(_mm256_castsi256_si128(w2));
-    f[5] = _mm256_cvtph_ps(_mm256_extracti128_si256(w2, 1));
-    f[6] = _mm256_cvtph_ps(_mm256_castsi256_si128(w3));
-    f[7] = _mm256_cvtph_ps(_mm256_extracti128_si256(w3, 1));
-}
+/* NIB decoding of a 32-byte chunk v: the low nibbles give columns 4c (f0 rows
+ * 0-7, f1 rows 8-15) and 4c + 1 (f2, f3); the high nibbles 4c + 2 and 4c + 3.
+ * Two pshufb look up the bytes of each value's bfloat16, byte and word
+ * unpacks place them at the top of 32-bit lanes: an exact f32, in 1-uop
+ * shuffles only. */
+#define NIB_HALF(v, lutl, luth, shift, f0, f1, f2, f3)                                            \
+    do {                                                                                           \
+        const __m256i i_ =                                                                         \
+            _mm256_and_si256(shift ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));        \
+        const __m256i bl_ = _mm256_shuffle_epi8(lutl, i_), bh_ = _mm256_shuffle_epi8(luth, i_);   \
+        const __m256i w0_ = _mm256_unpacklo_epi8(bl_, bh_), w1_ = _mm256_unpackhi_epi8(bl_, bh_); \
+        const __m256i hi_ = _mm256_set1_epi32((int)0xFFFF0000u);                                   \
+        f0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0_, 16));                                      \
+        f1 = _mm256_castsi256_ps(_mm256_and_si256(w0_, hi_));                                      \
+        f2 = _mm256_castsi256_ps(_mm256_slli_epi32(w1_, 16));                                      \
+        f3 = _mm256_castsi256_ps(_mm256_and_si256(w1_, hi_));                                      \
+    } while (0)
+
+#define NIB_CHUNK(p, lut, f0, f1, f2, f3, f4, f5, f6, f7)                                          \
+    do {                                                                                           \
+        const __m256i v_ = _mm256_loadu_si256((const __m256i *)(const void *)(p));                \
+        NIB_HALF(v_, lut##l, lut##h, 0, f0, f1, f2, f3);                                           \
+        NIB_HALF(v_, lut##l, lut##h, 1, f4, f5, f6, f7);                                           \
+    } while (0)
 
 /* binary16 of e4m3(b) * 2^-8 for 16 bytes, as 16 words. */
 AI __m256i e4m3_f16(__m128i b) {
@@ -46,31 +52,49 @@ AI __m256i e4m3_f16(__m128i b) {
                             _mm256_set1_epi16((short)0xBFFF));
 }
 
-/* One column of a byte-coded block: f[h] = rows 8h .. 8h + 7. */
-AI void byte_col(const uint8_t *p, int code, __m256 f[2]) {
-    if (code == MOEQ__PK_E4M3) {
-        const __m256i h = e4m3_f16(_mm_loadu_si128((const __m128i *)p));
-        f[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-        f[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-    } else {
-        f[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-        f[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8))));
-    }
-}
+/* One column of a byte-coded block: f0 = rows 0-7, f1 = rows 8-15. */
+#define BYTE_COL(p, code, f0, f1)                                                                  \
+    do {                                                                                           \
+        if ((code) == MOEQ__PK_E4M3) {                                                             \
+            const __m256i h_ = e4m3_f16(_mm_loadu_si128((const __m128i *)(const void *)(p)));     \
+            f0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h_));                                      \
+            f1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h_, 1));                                 \
+        } else {                                                                                   \
+            f0 = _mm256_cvtepi32_ps(                                                               \
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))));       \
+            f1 = _mm256_cvtepi32_ps(                                                               \
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)((p) + 8))));  \
+        }                                                                                          \
+    } while (0)
 
-AI __m256i nib_lut(const moeq__packed *pk) {
+/* Four columns k .. k + 3 of a block, in the order NIB_CHUNK gives them. */
+#define COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7)                                    \
+    do {                                                                                           \
+        if ((code) == MOEQ__PK_NIB) {                                                              \
+            NIB_CHUNK((bc) + ((k) / 4) * 32, lut, f0, f1, f2, f3, f4, f5, f6, f7);                 \
+        } else {                                                                                   \
+            const uint8_t *q_ = (bc) + (k) * MOEQ__PK_ROWS;                                        \
+            BYTE_COL(q_, code, f0, f1);                                                            \
+            BYTE_COL(q_ + 16, code, f2, f3);                                                       \
+            BYTE_COL(q_ + 32, code, f4, f5);                                                       \
+            BYTE_COL(q_ + 48, code, f6, f7);                                                       \
+        }                                                                                          \
+    } while (0)
+
+AI __m256i nib_lut(const moeq__packed *pk, int hi) {
     __m128i l;
-    memcpy(&l, pk->lut_f16hi, 16);
+    memcpy(&l, pk->lut_bf16[hi], 16);
     return _mm256_broadcastsi128_si256(l);
 }
 
 /* ---- scales ----------------------------------------------------------------------- */
 
 /* The 16 scales (kernel units) of block blk, group g. */
-static inline void scales16(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2]) {
-    const size_t ss = moeq__pk_scale_size(pk->scale_kind);
+AI void scales16(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2]) {
+    const int32_t kind = pk->scale_kind;
+    const size_t ss = kind == MOEQ__PS_F32 ? 4 : kind <= MOEQ__PS_BF16 ? 2 : 1;
     const uint8_t *p = pk->scales + blk * pk->blk_scale_bytes + g * MOEQ__PK_ROWS * ss;
-    switch (pk->scale_kind) {
+    switch (kind) {
         case MOEQ__PS_F32:
             s[0] = _mm256_loadu_ps((const float *)(const void *)p);
             s[1] = _mm256_loadu_ps((const float *)(const void *)(p + 32));
@@ -119,27 +143,26 @@ AI void panel_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, flo
                    const int code) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
     const size_t k1 = k0 + nk;
-    const __m256i lut = code == MOEQ__PK_NIB ? nib_lut(pk) : _mm256_setzero_si256();
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
     for (size_t k = k0; k < k1;) {
         const size_t g = k / pk->gsize;
         const size_t kend = (g + 1) * pk->gsize < k1 ? (g + 1) * pk->gsize : k1;
         __m256 s[2];
         scales16(pk, blk, g, s);
-        if (code == MOEQ__PK_NIB) {
-            for (; k < kend; k += 4) {
-                __m256 f[8];
-                nib_chunk(bc + (k / 4) * 32, lut, f);
-                float *o = P + (k - k0) * MOEQ__PK_ROWS;
-                for (int i = 0; i < 8; i++) _mm256_storeu_ps(o + 8 * i, _mm256_mul_ps(f[i], s[i & 1]));
-            }
-        } else {
-            for (; k < kend; k++) {
-                __m256 f[2];
-                byte_col(bc + k * MOEQ__PK_ROWS, code, f);
-                float *o = P + (k - k0) * MOEQ__PK_ROWS;
-                _mm256_storeu_ps(o, _mm256_mul_ps(f[0], s[0]));
-                _mm256_storeu_ps(o + 8, _mm256_mul_ps(f[1], s[1]));
-            }
+        const __m256 s0 = s[0], s1 = s[1];
+        for (; k < kend; k += 4) {
+            __m256 f0, f1, f2, f3, f4, f5, f6, f7;
+            COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7);
+            float *o = P + (k - k0) * MOEQ__PK_ROWS;
+            _mm256_storeu_ps(o, _mm256_mul_ps(f0, s0));
+            _mm256_storeu_ps(o + 8, _mm256_mul_ps(f1, s1));
+            _mm256_storeu_ps(o + 16, _mm256_mul_ps(f2, s0));
+            _mm256_storeu_ps(o + 24, _mm256_mul_ps(f3, s1));
+            _mm256_storeu_ps(o + 32, _mm256_mul_ps(f4, s0));
+            _mm256_storeu_ps(o + 40, _mm256_mul_ps(f5, s1));
+            _mm256_storeu_ps(o + 48, _mm256_mul_ps(f6, s0));
+            _mm256_storeu_ps(o + 56, _mm256_mul_ps(f7, s1));
         }
     }
 }
@@ -154,118 +177,236 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
 
 /* ---- gemv: a few tokens against one block, decoding each code once ---------------- */
 
-AI void gemv_impl(const moeq__packed *pk, size_t blk, const float *const *x, float *y,
-                  size_t ldy, const int code, const int M) {
-    enum { MAXM = MOEQ__GEMV_MAX };
-    const int PH = M == 1 ? 4 : M == 2 ? 2 : 1;
+#define BC(xp, j) _mm256_broadcast_ss((xp) + k + (j))
+#define FMA(a, f, x) a = _mm256_fmadd_ps(f, x, a)
+
+/* One token: four interleaved chains (column k % 4), summed pairwise at the
+ * end of each scale group. */
+AI void gemv1(const moeq__packed *pk, size_t blk, const float *const *x, float *y, const int code) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    const __m256i lut = code == MOEQ__PK_NIB ? nib_lut(pk) : _mm256_setzero_si256();
-    const float *xm[MAXM];
-    for (int m = 0; m < M; m++) xm[m] = x[m];
-    __m256 tot[MAXM][2];
-    for (int m = 0; m < M; m++) tot[m][0] = tot[m][1] = _mm256_setzero_ps();
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    const float *x0 = x[0];
+    __m256 t0 = _mm256_setzero_ps(), t1 = t0;
     const size_t gs = pk->gsize;
     for (size_t g = 0; g < pk->groups; g++) {
-        __m256 part[4][MAXM][2];
-        for (int ph = 0; ph < PH; ph++) {
-            for (int m = 0; m < M; m++) part[ph][m][0] = part[ph][m][1] = _mm256_setzero_ps();
-        }
-        const size_t kb = g * gs, ke = kb + gs;
-        if (code == MOEQ__PK_NIB) {
-            for (size_t k = kb; k < ke; k += 4) {
-                __m256 f[8];
-                nib_chunk(bc + (k / 4) * 32, lut, f);
-                for (int j = 0; j < 4; j++) {
-                    const int ph = j % PH;
-                    for (int m = 0; m < M; m++) {
-                        const __m256 xb = _mm256_broadcast_ss(xm[m] + k + (size_t)j);
-                        part[ph][m][0] = _mm256_fmadd_ps(f[2 * j], xb, part[ph][m][0]);
-                        part[ph][m][1] = _mm256_fmadd_ps(f[2 * j + 1], xb, part[ph][m][1]);
-                    }
-                }
-            }
-        } else {
-            for (size_t k = kb; k < ke; k += 4) {
-                for (int j = 0; j < 4; j++) {
-                    __m256 f[2];
-                    byte_col(bc + (k + (size_t)j) * MOEQ__PK_ROWS, code, f);
-                    const int ph = j % PH;
-                    for (int m = 0; m < M; m++) {
-                        const __m256 xb = _mm256_broadcast_ss(xm[m] + k + (size_t)j);
-                        part[ph][m][0] = _mm256_fmadd_ps(f[0], xb, part[ph][m][0]);
-                        part[ph][m][1] = _mm256_fmadd_ps(f[1], xb, part[ph][m][1]);
-                    }
-                }
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0;
+        for (size_t k = g * gs; k < (g + 1) * gs; k += 4) {
+            __m256 f0, f1, f2, f3;
+            if (code == MOEQ__PK_NIB) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bc + k * 8));
+                NIB_HALF(v, lutl, luth, 0, f0, f1, f2, f3);
+                __m256 b = BC(x0, 0);
+                FMA(a0, f0, b);
+                FMA(a1, f1, b);
+                b = BC(x0, 1);
+                FMA(a2, f2, b);
+                FMA(a3, f3, b);
+                NIB_HALF(v, lutl, luth, 1, f0, f1, f2, f3);
+                b = BC(x0, 2);
+                FMA(a4, f0, b);
+                FMA(a5, f1, b);
+                b = BC(x0, 3);
+                FMA(a6, f2, b);
+                FMA(a7, f3, b);
+            } else {
+                const uint8_t *q = bc + k * MOEQ__PK_ROWS;
+                BYTE_COL(q, code, f0, f1);
+                BYTE_COL(q + 16, code, f2, f3);
+                __m256 b = BC(x0, 0);
+                FMA(a0, f0, b);
+                FMA(a1, f1, b);
+                b = BC(x0, 1);
+                FMA(a2, f2, b);
+                FMA(a3, f3, b);
+                BYTE_COL(q + 32, code, f0, f1);
+                BYTE_COL(q + 48, code, f2, f3);
+                b = BC(x0, 2);
+                FMA(a4, f0, b);
+                FMA(a5, f1, b);
+                b = BC(x0, 3);
+                FMA(a6, f2, b);
+                FMA(a7, f3, b);
             }
         }
         __m256 s[2];
         scales16(pk, blk, g, s);
-        for (int m = 0; m < M; m++) {
-            for (int h = 0; h < 2; h++) {
-                __m256 sum;
-                if (PH == 4) {
-                    sum = _mm256_add_ps(_mm256_add_ps(part[0][m][h], part[1][m][h]),
-                                        _mm256_add_ps(part[2][m][h], part[3][m][h]));
-                } else if (PH == 2) {
-                    sum = _mm256_add_ps(part[0][m][h], part[1][m][h]);
-                } else {
-                    sum = part[0][m][h];
-                }
-                tot[m][h] = _mm256_fmadd_ps(sum, s[h], tot[m][h]);
-            }
-        }
+        t0 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a4, a6)), s[0], t0);
+        t1 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_add_ps(a1, a3), _mm256_add_ps(a5, a7)), s[1], t1);
     }
+    _mm256_storeu_ps(y, t0);
+    _mm256_storeu_ps(y + 8, t1);
+}
+
+/* Two tokens: two chains each (column k % 2). */
+AI void gemv2(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
+              const int code) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    const float *x0 = x[0], *x1 = x[1];
+    __m256 t00 = _mm256_setzero_ps(), t01 = t00, t10 = t00, t11 = t00;
+    const size_t gs = pk->gsize;
+    for (size_t g = 0; g < pk->groups; g++) {
+        /* a<token><phase><half> */
+        __m256 a000 = _mm256_setzero_ps(), a001 = a000, a010 = a000, a011 = a000, a100 = a000,
+               a101 = a000, a110 = a000, a111 = a000;
+        for (size_t k = g * gs; k < (g + 1) * gs; k += 4) {
+            __m256 f0, f1, f2, f3, f4, f5, f6, f7;
+            COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7);
+            __m256 b = BC(x0, 0), c = BC(x1, 0);
+            FMA(a000, f0, b);
+            FMA(a001, f1, b);
+            FMA(a100, f0, c);
+            FMA(a101, f1, c);
+            b = BC(x0, 1);
+            c = BC(x1, 1);
+            FMA(a010, f2, b);
+            FMA(a011, f3, b);
+            FMA(a110, f2, c);
+            FMA(a111, f3, c);
+            b = BC(x0, 2);
+            c = BC(x1, 2);
+            FMA(a000, f4, b);
+            FMA(a001, f5, b);
+            FMA(a100, f4, c);
+            FMA(a101, f5, c);
+            b = BC(x0, 3);
+            c = BC(x1, 3);
+            FMA(a010, f6, b);
+            FMA(a011, f7, b);
+            FMA(a110, f6, c);
+            FMA(a111, f7, c);
+        }
+        __m256 s[2];
+        scales16(pk, blk, g, s);
+        t00 = _mm256_fmadd_ps(_mm256_add_ps(a000, a010), s[0], t00);
+        t01 = _mm256_fmadd_ps(_mm256_add_ps(a001, a011), s[1], t01);
+        t10 = _mm256_fmadd_ps(_mm256_add_ps(a100, a110), s[0], t10);
+        t11 = _mm256_fmadd_ps(_mm256_add_ps(a101, a111), s[1], t11);
+    }
+    _mm256_storeu_ps(y, t00);
+    _mm256_storeu_ps(y + 8, t01);
+    _mm256_storeu_ps(y + ldy, t10);
+    _mm256_storeu_ps(y + ldy + 8, t11);
+}
+
+/* Three or four tokens: one chain each; the totals live in y. */
+AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
+               const int code, const int M) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = M > 3 ? x[3] : x[2];
+    const __m256 zero = _mm256_setzero_ps();
     for (int m = 0; m < M; m++) {
-        _mm256_storeu_ps(y + (size_t)m * ldy, tot[m][0]);
-        _mm256_storeu_ps(y + (size_t)m * ldy + 8, tot[m][1]);
+        _mm256_storeu_ps(y + (size_t)m * ldy, zero);
+        _mm256_storeu_ps(y + (size_t)m * ldy + 8, zero);
+    }
+    const size_t gs = pk->gsize;
+    for (size_t g = 0; g < pk->groups; g++) {
+        __m256 a00 = zero, a01 = zero, a10 = zero, a11 = zero, a20 = zero, a21 = zero, a30 = zero,
+               a31 = zero;
+        for (size_t k = g * gs; k < (g + 1) * gs; k += 4) {
+            __m256 f0, f1, f2, f3, f4, f5, f6, f7;
+            COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7);
+#define STEP4(j, fa, fb)                                                                           \
+    do {                                                                                           \
+        __m256 b_ = BC(x0, j);                                                                     \
+        FMA(a00, fa, b_);                                                                          \
+        FMA(a01, fb, b_);                                                                          \
+        b_ = BC(x1, j);                                                                            \
+        FMA(a10, fa, b_);                                                                          \
+        FMA(a11, fb, b_);                                                                          \
+        b_ = BC(x2, j);                                                                            \
+        FMA(a20, fa, b_);                                                                          \
+        FMA(a21, fb, b_);                                                                          \
+        if (M > 3) {                                                                               \
+            b_ = BC(x3, j);                                                                        \
+            FMA(a30, fa, b_);                                                                      \
+            FMA(a31, fb, b_);                                                                      \
+        }                                                                                          \
+    } while (0)
+            STEP4(0, f0, f1);
+            STEP4(1, f2, f3);
+            STEP4(2, f4, f5);
+            STEP4(3, f6, f7);
+#undef STEP4
+        }
+        __m256 s[2];
+        scales16(pk, blk, g, s);
+#define TOT(m, a0, a1)                                                                             \
+    do {                                                                                           \
+        float *yy_ = y + (size_t)(m) * ldy;                                                        \
+        _mm256_storeu_ps(yy_, _mm256_fmadd_ps(a0, s[0], _mm256_loadu_ps(yy_)));                    \
+        _mm256_storeu_ps(yy_ + 8, _mm256_fmadd_ps(a1, s[1], _mm256_loadu_ps(yy_ + 8)));            \
+    } while (0)
+        TOT(0, a00, a01);
+        TOT(1, a10, a11);
+        TOT(2, a20, a21);
+        if (M > 3) TOT(3, a30, a31);
+#undef TOT
     }
 }
 
-#define GEMV_CODE(code)                                                                            \
-    switch (M) {                                                                                   \
-        case 1: gemv_impl(pk, blk, x, y, ldy, code, 1); break;                                     \
-        case 2: gemv_impl(pk, blk, x, y, ldy, code, 2); break;                                     \
-        case 3: gemv_impl(pk, blk, x, y, ldy, code, 3); break;                                     \
-        default: gemv_impl(pk, blk, x, y, ldy, code, 4); break;                                    \
-    }
-
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
                  size_t ldy) {
+#define GEMV_CODE(code)                                                                            \
+    switch (M) {                                                                                   \
+        case 1: gemv1(pk, blk, x, y, code); break;                                                 \
+        case 2: gemv2(pk, blk, x, y, ldy, code); break;                                            \
+        case 3: gemv34(pk, blk, x, y, ldy, code, 3); break;                                        \
+        default: gemv34(pk, blk, x, y, ldy, code, 4); break;                                       \
+    }
     switch (pk->code) {
         case MOEQ__PK_NIB: GEMV_CODE(MOEQ__PK_NIB); break;
         case MOEQ__PK_I8: GEMV_CODE(MOEQ__PK_I8); break;
         default: GEMV_CODE(MOEQ__PK_E4M3); break;
     }
+#undef GEMV_CODE
 }
 
 /* ---- tile: up to 6 tokens x 16 rows over a panel ----------------------------------- */
 
 AI void tile_impl(const float *P, size_t nk, const float *const *x, float *C, size_t ldc,
                   int accumulate, const int M) {
-    __m256 acc[MOEQ__TILE_MAX][2];
-    const float *xm[MOEQ__TILE_MAX];
-    for (int m = 0; m < M; m++) {
-        xm[m] = x[m];
-        if (accumulate) {
-            acc[m][0] = _mm256_loadu_ps(C + (size_t)m * ldc);
-            acc[m][1] = _mm256_loadu_ps(C + (size_t)m * ldc + 8);
-        } else {
-            acc[m][0] = acc[m][1] = _mm256_setzero_ps();
-        }
+    const __m256 z = _mm256_setzero_ps();
+    __m256 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z,
+           c41 = z, c50 = z, c51 = z;
+    const float *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
+                *x3 = M > 3 ? x[3] : x0, *x4 = M > 4 ? x[4] : x0, *x5 = M > 5 ? x[5] : x0;
+#define LD(m, a, b)                                                                                \
+    if (M > m) {                                                                                   \
+        a = _mm256_loadu_ps(C + (size_t)(m) * ldc);                                                \
+        b = _mm256_loadu_ps(C + (size_t)(m) * ldc + 8);                                            \
     }
+    if (accumulate) {
+        LD(0, c00, c01) LD(1, c10, c11) LD(2, c20, c21) LD(3, c30, c31) LD(4, c40, c41)
+        LD(5, c50, c51)
+    }
+#undef LD
     for (size_t k = 0; k < nk; k++) {
         const __m256 p0 = _mm256_loadu_ps(P + k * MOEQ__PK_ROWS);
         const __m256 p1 = _mm256_loadu_ps(P + k * MOEQ__PK_ROWS + 8);
-        for (int m = 0; m < M; m++) {
-            const __m256 xb = _mm256_broadcast_ss(xm[m] + k);
-            acc[m][0] = _mm256_fmadd_ps(p0, xb, acc[m][0]);
-            acc[m][1] = _mm256_fmadd_ps(p1, xb, acc[m][1]);
-        }
+#define ROW(m, xp, a, b)                                                                           \
+    if (M > m) {                                                                                   \
+        const __m256 xb_ = _mm256_broadcast_ss((xp) + k);                                          \
+        FMA(a, p0, xb_);                                                                           \
+        FMA(b, p1, xb_);                                                                           \
     }
-    for (int m = 0; m < M; m++) {
-        _mm256_storeu_ps(C + (size_t)m * ldc, acc[m][0]);
-        _mm256_storeu_ps(C + (size_t)m * ldc + 8, acc[m][1]);
+        ROW(0, x0, c00, c01) ROW(1, x1, c10, c11) ROW(2, x2, c20, c21) ROW(3, x3, c30, c31)
+        ROW(4, x4, c40, c41) ROW(5, x5, c50, c51)
+#undef ROW
     }
+#define ST(m, a, b)                                                                                \
+    if (M > m) {                                                                                   \
+        _mm256_storeu_ps(C + (size_t)(m) * ldc, a);                                                \
+        _mm256_storeu_ps(C + (size_t)(m) * ldc + 8, b);                                            \
+    }
+    ST(0, c00, c01) ST(1, c10, c11) ST(2, c20, c21) ST(3, c30, c31) ST(4, c40, c41)
+    ST(5, c50, c51)
+#undef ST
 }
 
 static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
@@ -316,7 +457,7 @@ AI __m256 qdq_int8_v(__m256 x, __m256 s) {
     __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
     r = _mm256_add_ps(r, _mm256_setzero_ps()); /* -0 -> +0, as the int8 code */
-    return _mm256_and_ps(_mm256_mul_ps(r, s), ord);
+    return _mm256_mul_ps(_mm256_and_ps(r, ord), s); /* NaN -> code 0 (then times s) */
 }
 
 static void qdq_int8(const float *x, size_t n, float s, float *out) {
@@ -349,7 +490,7 @@ AI __m256 qdq_fp8_v(__m256 x, __m256 s) {
     const __m256 c = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-448.0f)), _mm256_set1_ps(448.0f));
     const __m256 sign = _mm256_and_ps(c, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)));
     const __m256 q = _mm256_or_ps(e4m3_round_mag(absps(c)), sign);
-    return _mm256_and_ps(_mm256_mul_ps(q, s), ord);
+    return _mm256_mul_ps(_mm256_and_ps(q, ord), s); /* NaN -> code 0 (then times s) */
 }
 
 static void qdq_fp8(const float *x, size_t n, float s, float *out) {

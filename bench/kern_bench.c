@@ -183,6 +183,64 @@ int main(int argc, char **argv) {
         }
         printf("tile M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * M * 256 * 16 / best / 1e9);
     }
+    /* in situ: 32 tokens, 48 blocks of 16 rows x 2048 (an expert's gate), panels of 256 */
+    {
+        wt w;
+        make(MOEQ__QW_INT4_NIBBLES, 768, cols, 128, &w);
+        size_t M = 32;
+        float *X = malloc(sizeof(float) * M * cols);
+        for (size_t i = 0; i < M * cols; i++) X[i] = (float)(rnd() % 100) * 0.01f;
+        const float *xr[32], *xo[32];
+        for (size_t m = 0; m < M; m++) xr[m] = X + m * cols;
+        float *C = malloc(sizeof(float) * M * 16);
+        for (int variant = 0; variant < 2; variant++) {
+            double best = 1e300;
+            for (int r = 0; r < 20; r++) {
+                double t0 = now();
+                for (size_t b = 0; b < w.pk.blocks; b++) {
+                    for (size_t k0 = 0; k0 < cols; k0 += 256) {
+                        if (variant == 0 || b == 0) K->panel(&w.pk, b, k0, 256, P);
+                        for (size_t m = 0; m < M; m++) xo[m] = xr[m] + k0;
+                        for (size_t m0 = 0; m0 < M; m0 += 6) {
+                            size_t mt = M - m0 < 6 ? M - m0 : 6;
+                            K->tile(P, 256, mt, xo + m0, C + m0 * 16, 16, k0 > 0);
+                        }
+                    }
+                }
+                double dt = now() - t0;
+                best = dt < best ? dt : best;
+            }
+            printf("in situ M=32 %s: %6.1f GFLOP/s\n", variant ? "tiles only" : "panel+tiles",
+                   2.0 * M * 768 * cols / best / 1e9);
+        }
+        /* cold: 64 experts' worth of weights, each used once per pass */
+        {
+            wt big;
+            make(MOEQ__QW_INT4_NIBBLES, 768 * 64, cols, 128, &big);
+            double best = 1e300;
+            for (int r = 0; r < 3; r++) {
+                double t0 = now();
+                for (size_t b = 0; b < big.pk.blocks; b++) {
+                    for (size_t k0 = 0; k0 < cols; k0 += 256) {
+                        K->panel(&big.pk, b, k0, 256, P);
+                        for (size_t m = 0; m < M; m++) xo[m] = xr[m] + k0;
+                        for (size_t m0 = 0; m0 < M; m0 += 6) {
+                            size_t mt = M - m0 < 6 ? M - m0 : 6;
+                            K->tile(P, 256, mt, xo + m0, C + m0 * 16, 16, k0 > 0);
+                        }
+                    }
+                }
+                double dt = now() - t0;
+                best = dt < best ? dt : best;
+            }
+            printf("in situ M=32 cold weights: %6.1f GFLOP/s\n",
+                   2.0 * M * 768 * 64 * cols / best / 1e9);
+            free(big.mem);
+        }
+        free(X);
+        free(C);
+        free(w.mem);
+    }
     free(P);
     free(x);
     return 0;

@@ -476,6 +476,15 @@ typedef struct moeq__kern {
     void (*qdq_fp8)(const float *x, size_t n, float s, float *out);
     /* one row of n values (n a multiple of 16), NVFP4 with global scale gsc */
     void (*qdq_nvfp4)(const float *x, size_t n, float gsc, float *out);
+    /* a[i] = silu(g) * u with g = min(g[i], limit), u = clamp(u[i], +-limit) when
+     * limit > 0; silu(g) = g / (1 + exp(-g)).  The SIMD tables use their own
+     * exp (within 2 ulp of expf), so this one entry is not bit-exact. */
+    void (*silu_mul)(const float *g, const float *u, float *a, size_t n, float limit);
+    /* acc[i] = acc[i] + w * y[i] (a product, then a sum: no fused multiply-add) */
+    void (*axpy)(float *acc, const float *y, float w, size_t n);
+    /* bf16 <-> f32 (moeq__bf16_to_f32 / moeq__f32_to_bf16 element by element) */
+    void (*bf16_to_f32)(const uint16_t *src, size_t n, float *dst);
+    void (*f32_to_bf16)(const float *src, size_t n, uint16_t *dst);
 } moeq__kern;
 
 extern const moeq__kern moeq__kern_portable;

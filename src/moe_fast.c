@@ -34,6 +34,24 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#ifdef MOEQ_FAST_PROFILE
+#include <stdio.h>
+#include <time.h>
+static double prof_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+#define PROF(name)                                                                                 \
+    do {                                                                                           \
+        double t_ = prof_now();                                                                    \
+        fprintf(stderr, "  %-8s %8.3f ms\n", name, (t_ - prof_t) * 1e3);                          \
+        prof_t = t_;                                                                               \
+    } while (0)
+#else
+#define PROF(name) ((void)0)
+#endif
+
 #define KB 256 /* panel columns: 16 x 256 f32 = 16 KiB */
 
 typedef struct item {
@@ -176,6 +194,16 @@ static float tensor_scale(int32_t kind, float amax) {
 
 /* ---- one 16-row block of a projection ---------------------------------------------- */
 
+/* Asks for the codes of columns [k0, k0 + nk) of block b ahead of use (the
+ * panel path reads them once, from DRAM, between long runs of FMAs). */
+static void prefetch_cols(const moeq__packed *pk, size_t b, size_t k0, size_t nk) {
+    if (b >= pk->blocks || k0 >= pk->cols) return;
+    if (k0 + nk > pk->cols) nk = pk->cols - k0;
+    size_t per = pk->code == MOEQ__PK_NIB ? 8 : 16;
+    const uint8_t *p = pk->codes + b * pk->blk_code_bytes + k0 * per;
+    for (size_t o = 0; o < nk * per; o += 64) __builtin_prefetch(p + o, 0, 2);
+}
+
 /* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything). */
 static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t M,
                        const float *const *xr, float *C) {
@@ -193,9 +221,11 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
     }
     size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
     size_t base = M / ntile, extra = M % ntile;
+    if (w->kind == MOEQ__QW_PACKED) prefetch_cols(&pj->pk, b, 0, 2 * KB);
     for (size_t k0 = 0; k0 < cols; k0 += KB) {
         size_t nk = cols - k0 < KB ? cols - k0 : KB;
         if (w->kind == MOEQ__QW_PACKED) {
+            prefetch_cols(&pj->pk, b, k0 + 2 * KB, KB);
             K->panel(&pj->pk, b, k0, nk, t->P);
         } else {
             for (size_t k = 0; k < nk; k++) {
@@ -228,7 +258,12 @@ static void step_tokens(void *arg, int tid, int nt) {
     bool local_quant = !f->per_row_x && !tensor_kind(l->act_kind);
     for (size_t tok = a; tok < b; tok++) {
         float *row = f->xf + tok * f->H;
-        moeq__to_f32_ref(io->x_dtype, (const uint8_t *)io->x + tok * f->H * esz, f->H, row);
+        const void *src = (const uint8_t *)io->x + tok * f->H * esz;
+        if (io->x_dtype == MOEQ_DTYPE_BF16) {
+            f->K->bf16_to_f32(src, f->H, row);
+        } else {
+            moeq__to_f32_ref(io->x_dtype, src, f->H, row);
+        }
         if (!f->used[tok]) continue;
         if (l->cfg.apply_router_weight_on_input) { /* top_k == 1 */
             float s = io->weights[tok];
@@ -276,6 +311,9 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
     }
     const moeq__proj *pg = &l->projs[it->e * 3 + MOEQ__GATE], *pu = &l->projs[it->e * 3 + MOEQ__UP];
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
+        if (M > MOEQ__GEMV_MAX && pu->w.kind == MOEQ__QW_PACKED) {
+            prefetch_cols(&pu->pk, (size_t)b, 0, 2 * KB); /* up's block comes next */
+        }
         proj_block(f, t, pg, (size_t)b, M, t->xr, t->Cg);
         proj_block(f, t, pu, (size_t)b, M, t->xr, t->Cu);
         size_t j0 = (size_t)b * 16, nj = f->I - j0 < 16 ? f->I - j0 : 16;
@@ -287,7 +325,12 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
             if (pu->bias) {
                 for (size_t j = 0; j < nj; j++) u[j] += pu->bias[j0 + j];
             }
-            moeq__gated_act(&l->cfg, g, u, f->A + (r0 + m) * f->I + j0, nj);
+            float *a = f->A + (r0 + m) * f->I + j0;
+            if (l->cfg.activation == MOEQ_ACT_SILU) {
+                f->K->silu_mul(g, u, a, nj, l->cfg.swiglu_limit);
+            } else {
+                moeq__gated_act(&l->cfg, g, u, a, nj);
+            }
         }
     }
 }
@@ -371,14 +414,16 @@ static void step_combine(void *arg, int tid, int nt) {
             size_t p = tok * k + j;
             if (f->row_of[p] < 0) continue;
             float w = l->cfg.apply_router_weight_on_input ? 1.0f : io->weights[p];
-            const float *y = f->Y + (size_t)f->row_of[p] * H;
-            for (size_t h = 0; h < H; h++) acc[h] += w * y[h];
+            f->K->axpy(acc, f->Y + (size_t)f->row_of[p] * H, w, H);
         }
         if (rsf != 1.0f) {
             for (size_t h = 0; h < H; h++) acc[h] *= rsf;
         }
-        if (io->out_dtype != MOEQ_DTYPE_F32) {
-            moeq__from_f32_ref(io->out_dtype, acc, H, (uint8_t *)io->out + tok * H * osz);
+        void *dst = (uint8_t *)io->out + tok * H * osz;
+        if (io->out_dtype == MOEQ_DTYPE_BF16) {
+            f->K->f32_to_bf16(acc, H, dst);
+        } else if (io->out_dtype != MOEQ_DTYPE_F32) {
+            moeq__from_f32_ref(io->out_dtype, acc, H, dst);
         }
     }
 }
@@ -518,6 +563,9 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         f.tbase = tb + ((64 - ((uintptr_t)tb & 63u)) & 63u);
 
         moeq__pool *pool = ctx->pool;
+#ifdef MOEQ_FAST_PROFILE
+        double prof_t = prof_now();
+#endif
         /* prep */
         run(pool, step_tokens, &f, f.T * f.H);
         if (tensor_kind(l->act_kind)) {
@@ -530,6 +578,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         if (f.per_row_x || tensor_kind(l->act_kind)) {
             run(pool, step_tokens2, &f, (f.per_row_x ? f.rows : f.T) * f.H);
         }
+        PROF("prep");
         if (f.rows == 0) {
             run(pool, step_combine, &f, f.T * f.H);
             return MOEQ_STATUS_OK;
@@ -537,6 +586,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         /* gemm1 */
         size_t n = make_items(&f, f.I, items);
         run_items(pool, step_gemm1, &f, items, n);
+        PROF("gemm1");
         /* the down inputs' quantization */
         if (l->act_kind != MOEQ__ACT_NONE) {
             size_t work = f.rows * f.I;
@@ -550,10 +600,13 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
             }
             run(pool, step_quant_a, &f, work);
         }
+        PROF("quant");
         /* gemm2 */
         n = make_items(&f, f.H, items);
         run_items(pool, step_gemm2, &f, items, n);
+        PROF("gemm2");
         run(pool, step_combine, &f, f.T * f.H);
+        PROF("combine");
     }
     return MOEQ_STATUS_OK;
 nomem:

@@ -382,6 +382,63 @@ START_TEST(test_activation_kernels) {
 }
 END_TEST
 
+static int64_t ulp_distance(float a, float b) {
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    if (ia < 0) ia = (int32_t)(0x80000000u - (uint32_t)ia);
+    if (ib < 0) ib = (int32_t)(0x80000000u - (uint32_t)ib);
+    return ia > ib ? (int64_t)ia - ib : (int64_t)ib - ia;
+}
+
+/* silu(g) * u within a few ulp (the SIMD exp is not libm's); the combine
+ * and the bf16 conversions exactly. */
+START_TEST(test_elementwise_kernels) {
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    if (!S) return;
+    g_rng = 0xE1u;
+    enum { N = 1003 };
+    static float g[N], u[N], a[N], b[N], acc1[N], acc2[N];
+    static uint16_t h[N], h2[N];
+    const float limits[] = {0.0f, 0.5f, 7.0f};
+    for (int round = 0; round < 20; round++) {
+        float mag = (float)ldexp(1.0, (int)(rnd() % 16) - 6);
+        for (int i = 0; i < N; i++) {
+            g[i] = (float)((uni() * 2 - 1) * mag);
+            u[i] = (float)((uni() * 2 - 1) * mag);
+        }
+        g[0] = 100.0f;
+        g[1] = -100.0f;
+        g[2] = 89.0f;
+        g[3] = -89.0f;
+        g[4] = 0.0f;
+        g[5] = -0.0f;
+        for (size_t li = 0; li < 3; li++) {
+            P->silu_mul(g, u, a, N, limits[li]);
+            S->silu_mul(g, u, b, N, limits[li]);
+            for (int i = 0; i < N; i++) {
+                /* both computed as g / (1 + e) * u: a few ulp of e, fewer in the result */
+                ck_assert_msg(ulp_distance(a[i], b[i]) <= 4 || fabsf(a[i] - b[i]) <= 1e-37f,
+                              "silu_mul(%a, %a): %a vs %a", (double)g[i], (double)u[i],
+                              (double)a[i], (double)b[i]);
+            }
+        }
+        for (int i = 0; i < N; i++) acc1[i] = acc2[i] = (float)(uni() - 0.5);
+        float w = (float)uni();
+        P->axpy(acc1, g, w, N);
+        S->axpy(acc2, g, w, N);
+        same_floats(acc1, acc2, N, "axpy");
+        act_values(a, N, mag);
+        P->f32_to_bf16(a, N, h);
+        S->f32_to_bf16(a, N, h2);
+        ck_assert(memcmp(h, h2, sizeof h) == 0);
+        P->bf16_to_f32(h, N, acc1);
+        S->bf16_to_f32(h, N, acc2);
+        same_floats(acc1, acc2, N, "bf16_to_f32");
+    }
+}
+END_TEST
+
 static Suite *simd_suite(void) {
     Suite *s = suite_create("simd");
     TCase *tc = tcase_create("core");
@@ -390,6 +447,7 @@ static Suite *simd_suite(void) {
     tcase_add_test(tc, test_not_packed);
     tcase_add_test(tc, test_tile);
     tcase_add_test(tc, test_activation_kernels);
+    tcase_add_test(tc, test_elementwise_kernels);
     suite_add_tcase(s, tc);
     return s;
 }

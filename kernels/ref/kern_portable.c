@@ -94,6 +94,29 @@ static void qdq_nvfp4(const float *x, size_t n, float gsc, float *out) {
     }
 }
 
+static void silu_mul(const float *g, const float *u, float *a, size_t n, float limit) {
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i], ui = u[i];
+        if (limit > 0) {
+            gi = fminf(gi, limit);
+            ui = fminf(fmaxf(ui, -limit), limit);
+        }
+        a[i] = gi / (1.0f + expf(-gi)) * ui;
+    }
+}
+
+static void axpy(float *acc, const float *y, float w, size_t n) {
+    for (size_t i = 0; i < n; i++) acc[i] += w * y[i];
+}
+
+static void bf16_to_f32(const uint16_t *src, size_t n, float *dst) {
+    for (size_t i = 0; i < n; i++) dst[i] = moeq__bf16_to_f32(src[i]);
+}
+
+static void f32_to_bf16(const float *src, size_t n, uint16_t *dst) {
+    for (size_t i = 0; i < n; i++) dst[i] = moeq__f32_to_bf16(src[i]);
+}
+
 const moeq__kern moeq__kern_portable = {
     .name = "portable",
     .panel = panel,
@@ -103,4 +126,8 @@ const moeq__kern moeq__kern_portable = {
     .qdq_int8 = qdq_int8,
     .qdq_fp8 = qdq_fp8,
     .qdq_nvfp4 = qdq_nvfp4,
+    .silu_mul = silu_mul,
+    .axpy = axpy,
+    .bf16_to_f32 = bf16_to_f32,
+    .f32_to_bf16 = f32_to_bf16,
 };

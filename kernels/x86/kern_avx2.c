@@ -177,6 +177,15 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
 
 /* ---- gemv: a few tokens against one block, decoding each code once ---------------- */
 
+/* Codes are streamed once from DRAM: fetch PF_AHEAD bytes ahead (past the
+ * block's end too: the next block is usually next). */
+#ifndef PF_AHEAD
+#define PF_AHEAD 2048
+#endif
+#define PF(bc, k, code)                                                                            \
+    _mm_prefetch((const char *)((bc) + (k) * ((code) == MOEQ__PK_NIB ? 8 : 16) + PF_AHEAD),       \
+                 _MM_HINT_T0)
+
 #define BC(xp, j) _mm256_broadcast_ss((xp) + k + (j))
 #define FMA(a, f, x) a = _mm256_fmadd_ps(f, x, a)
 
@@ -194,6 +203,7 @@ AI void gemv1(const moeq__packed *pk, size_t blk, const float *const *x, float *
                a7 = a0;
         for (size_t k = g * gs; k < (g + 1) * gs; k += 4) {
             __m256 f0, f1, f2, f3;
+            PF(bc, k, code);
             if (code == MOEQ__PK_NIB) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bc + k * 8));
                 NIB_HALF(v, lutl, luth, 0, f0, f1, f2, f3);
@@ -239,22 +249,36 @@ AI void gemv1(const moeq__packed *pk, size_t blk, const float *const *x, float *
     _mm256_storeu_ps(y + 8, t1);
 }
 
-/* Two tokens: two chains each (column k % 2). */
+/* Two tokens: two chains each (column k % 2); the totals live in y. */
 AI void gemv2(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
               const int code) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
     const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
     const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
     const float *x0 = x[0], *x1 = x[1];
-    __m256 t00 = _mm256_setzero_ps(), t01 = t00, t10 = t00, t11 = t00;
+    const __m256 zero = _mm256_setzero_ps();
+    float *y0 = y, *y1 = y + ldy;
+    _mm256_storeu_ps(y0, zero);
+    _mm256_storeu_ps(y0 + 8, zero);
+    _mm256_storeu_ps(y1, zero);
+    _mm256_storeu_ps(y1 + 8, zero);
     const size_t gs = pk->gsize;
     for (size_t g = 0; g < pk->groups; g++) {
         /* a<token><phase><half> */
-        __m256 a000 = _mm256_setzero_ps(), a001 = a000, a010 = a000, a011 = a000, a100 = a000,
-               a101 = a000, a110 = a000, a111 = a000;
+        __m256 a000 = zero, a001 = zero, a010 = zero, a011 = zero, a100 = zero, a101 = zero,
+               a110 = zero, a111 = zero;
         for (size_t k = g * gs; k < (g + 1) * gs; k += 4) {
-            __m256 f0, f1, f2, f3, f4, f5, f6, f7;
-            COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7);
+            __m256 f0, f1, f2, f3;
+            PF(bc, k, code);
+            __m256i v = _mm256_setzero_si256();
+            const uint8_t *q = bc + k * MOEQ__PK_ROWS;
+            if (code == MOEQ__PK_NIB) {
+                v = _mm256_loadu_si256((const __m256i *)(const void *)(bc + k * 8));
+                NIB_HALF(v, lutl, luth, 0, f0, f1, f2, f3);
+            } else {
+                BYTE_COL(q, code, f0, f1);
+                BYTE_COL(q + 16, code, f2, f3);
+            }
             __m256 b = BC(x0, 0), c = BC(x1, 0);
             FMA(a000, f0, b);
             FMA(a001, f1, b);
@@ -266,30 +290,34 @@ AI void gemv2(const moeq__packed *pk, size_t blk, const float *const *x, float *
             FMA(a011, f3, b);
             FMA(a110, f2, c);
             FMA(a111, f3, c);
+            if (code == MOEQ__PK_NIB) {
+                NIB_HALF(v, lutl, luth, 1, f0, f1, f2, f3);
+            } else {
+                BYTE_COL(q + 32, code, f0, f1);
+                BYTE_COL(q + 48, code, f2, f3);
+            }
             b = BC(x0, 2);
             c = BC(x1, 2);
-            FMA(a000, f4, b);
-            FMA(a001, f5, b);
-            FMA(a100, f4, c);
-            FMA(a101, f5, c);
+            FMA(a000, f0, b);
+            FMA(a001, f1, b);
+            FMA(a100, f0, c);
+            FMA(a101, f1, c);
             b = BC(x0, 3);
             c = BC(x1, 3);
-            FMA(a010, f6, b);
-            FMA(a011, f7, b);
-            FMA(a110, f6, c);
-            FMA(a111, f7, c);
+            FMA(a010, f2, b);
+            FMA(a011, f3, b);
+            FMA(a110, f2, c);
+            FMA(a111, f3, c);
         }
         __m256 s[2];
         scales16(pk, blk, g, s);
-        t00 = _mm256_fmadd_ps(_mm256_add_ps(a000, a010), s[0], t00);
-        t01 = _mm256_fmadd_ps(_mm256_add_ps(a001, a011), s[1], t01);
-        t10 = _mm256_fmadd_ps(_mm256_add_ps(a100, a110), s[0], t10);
-        t11 = _mm256_fmadd_ps(_mm256_add_ps(a101, a111), s[1], t11);
+        _mm256_storeu_ps(y0, _mm256_fmadd_ps(_mm256_add_ps(a000, a010), s[0], _mm256_loadu_ps(y0)));
+        _mm256_storeu_ps(y0 + 8,
+                         _mm256_fmadd_ps(_mm256_add_ps(a001, a011), s[1], _mm256_loadu_ps(y0 + 8)));
+        _mm256_storeu_ps(y1, _mm256_fmadd_ps(_mm256_add_ps(a100, a110), s[0], _mm256_loadu_ps(y1)));
+        _mm256_storeu_ps(y1 + 8,
+                         _mm256_fmadd_ps(_mm256_add_ps(a101, a111), s[1], _mm256_loadu_ps(y1 + 8)));
     }
-    _mm256_storeu_ps(y, t00);
-    _mm256_storeu_ps(y + 8, t01);
-    _mm256_storeu_ps(y + ldy, t10);
-    _mm256_storeu_ps(y + ldy + 8, t11);
 }
 
 /* Three or four tokens: one chain each; the totals live in y. */
@@ -309,8 +337,17 @@ AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float 
         __m256 a00 = zero, a01 = zero, a10 = zero, a11 = zero, a20 = zero, a21 = zero, a30 = zero,
                a31 = zero;
         for (size_t k = g * gs; k < (g + 1) * gs; k += 4) {
-            __m256 f0, f1, f2, f3, f4, f5, f6, f7;
-            COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7);
+            __m256 f0, f1, f2, f3;
+            PF(bc, k, code);
+            __m256i v = _mm256_setzero_si256();
+            const uint8_t *q = bc + k * MOEQ__PK_ROWS;
+            if (code == MOEQ__PK_NIB) {
+                v = _mm256_loadu_si256((const __m256i *)(const void *)(bc + k * 8));
+                NIB_HALF(v, lutl, luth, 0, f0, f1, f2, f3);
+            } else {
+                BYTE_COL(q, code, f0, f1);
+                BYTE_COL(q + 16, code, f2, f3);
+            }
 #define STEP4(j, fa, fb)                                                                           \
     do {                                                                                           \
         __m256 b_ = BC(x0, j);                                                                     \
@@ -330,8 +367,14 @@ AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float 
     } while (0)
             STEP4(0, f0, f1);
             STEP4(1, f2, f3);
-            STEP4(2, f4, f5);
-            STEP4(3, f6, f7);
+            if (code == MOEQ__PK_NIB) {
+                NIB_HALF(v, lutl, luth, 1, f0, f1, f2, f3);
+            } else {
+                BYTE_COL(q + 32, code, f0, f1);
+                BYTE_COL(q + 48, code, f2, f3);
+            }
+            STEP4(2, f0, f1);
+            STEP4(3, f2, f3);
 #undef STEP4
         }
         __m256 s[2];
@@ -568,6 +611,86 @@ static void qdq_nvfp4(const float *x, size_t n, float gsc, float *out) {
     }
 }
 
+/* ---- gated activation, combine, conversions --------------------------------------- */
+
+/* expf, Cephes style: 2^n * p(r), |r| <= ln2/2; within 2 ulp; +inf past
+ * ln(FLT_MAX) and a tiny positive value (not a subnormal) far below. */
+AI __m256 exp_ps(__m256 x) {
+    const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.72283935546875f), _CMP_GT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3365478515625f)),
+                      _mm256_set1_ps(88.3762626647949f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), over);
+}
+
+static void silu_mul(const float *g, const float *u, float *a, size_t n, float limit) {
+    size_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f), lim = _mm256_set1_ps(limit),
+                 nlim = _mm256_set1_ps(-limit);
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_loadu_ps(g + i), uv = _mm256_loadu_ps(u + i);
+        if (limit > 0) {
+            gv = _mm256_min_ps(gv, lim);
+            uv = _mm256_min_ps(_mm256_max_ps(uv, nlim), lim);
+        }
+        const __m256 e = exp_ps(_mm256_xor_ps(gv, sign));
+        _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), uv));
+    }
+    if (i < n) moeq__kern_portable.silu_mul(g + i, u + i, a + i, n - i, limit);
+}
+
+static void axpy(float *acc, const float *y, float w, size_t n) {
+    const __m256 wv = _mm256_set1_ps(w);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i),
+                                                _mm256_mul_ps(wv, _mm256_loadu_ps(y + i))));
+    }
+    for (; i < n; i++) acc[i] += w * y[i];
+}
+
+static void bf16_to_f32(const uint16_t *src, size_t n, float *dst) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(src + i)));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    }
+    for (; i < n; i++) dst[i] = moeq__bf16_to_f32(src[i]);
+}
+
+static void f32_to_bf16(const float *src, size_t n, uint16_t *dst) {
+    size_t i = 0;
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+        const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        __m256i r = _mm256_srli_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+        const __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        r = _mm256_blendv_epi8(r, q, nan);
+        /* 8 x 32-bit -> 8 x 16-bit (values fit: no saturation) */
+        const __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+        _mm_storeu_si128((__m128i *)(void *)(dst + i),
+                         _mm_packus_epi32(_mm_and_si128(lo, _mm_set1_epi32(0xFFFF)),
+                                          _mm_and_si128(hi, _mm_set1_epi32(0xFFFF))));
+    }
+    for (; i < n; i++) dst[i] = moeq__f32_to_bf16(src[i]);
+}
+
 const moeq__kern moeq__kern_avx2 = {
     .name = "avx2",
     .panel = panel,
@@ -577,4 +700,8 @@ const moeq__kern moeq__kern_avx2 = {
     .qdq_int8 = qdq_int8,
     .qdq_fp8 = qdq_fp8,
     .qdq_nvfp4 = qdq_nvfp4,
+    .silu_mul = silu_mul,
+    .axpy = axpy,
+    .bf16_to_f32 = bf16_to_f32,
+    .f32_to_bf16 = f32_to_bf16,
 };

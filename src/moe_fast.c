@@ -78,6 +78,8 @@ typedef struct fast {
     const item *items;
     size_t n_items;
     atomic_size_t next;
+    size_t chunk; /* rows or tokens per grab in the row/token steps */
+    int nt;       /* threads */
     uint8_t *tbase; /* per-thread scratch */
     size_t tstride;
 } fast;
@@ -133,9 +135,15 @@ static tscratch tscratch_get(const fast *f, int tid) {
     return t;
 }
 
-static void split(size_t n, int tid, int nt, size_t *a, size_t *b) {
-    *a = n * (size_t)tid / (size_t)nt;
-    *b = n * (size_t)(tid + 1) / (size_t)nt;
+/* The next range of a row or token step: threads take chunks from a shared
+ * counter (a thread the system holds back does not hold the others up). */
+static bool next_range(fast *f, size_t n, size_t *a, size_t *b) {
+    size_t chunk = f->chunk;
+    size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed) * chunk;
+    if (i >= n) return false;
+    *a = i;
+    *b = n - i < chunk ? n : i + chunk;
+    return true;
 }
 
 /* ---- activation quantization of one row ---------------------------------------------- */
@@ -251,12 +259,12 @@ static void step_tokens(void *arg, int tid, int nt) {
     const moeq_moe *l = f->l;
     const moeq__apply_io *io = f->io;
     tscratch t = tscratch_get(f, tid);
+    (void)nt;
     size_t a, b;
-    split(f->T, tid, nt, &a, &b);
     size_t esz = moeq_dtype_size(io->x_dtype);
     float am = 0.0f;
     bool local_quant = !f->per_row_x && !tensor_kind(l->act_kind);
-    for (size_t tok = a; tok < b; tok++) {
+    while (next_range(f, f->T, &a, &b)) for (size_t tok = a; tok < b; tok++) {
         float *row = f->xf + tok * f->H;
         const void *src = (const uint8_t *)io->x + tok * f->H * esz;
         if (io->x_dtype == MOEQ_DTYPE_BF16) {
@@ -284,10 +292,10 @@ static void step_tokens2(void *arg, int tid, int nt) {
     fast *f = arg;
     const moeq_moe *l = f->l;
     tscratch t = tscratch_get(f, tid);
+    (void)nt;
     size_t a, b;
     if (f->per_row_x) {
-        split(f->rows, tid, nt, &a, &b);
-        for (size_t r = a; r < b; r++) {
+        while (next_range(f, f->rows, &a, &b)) for (size_t r = a; r < b; r++) {
             size_t tok = (size_t)f->order[r] / f->k;
             float *dst = f->X + r * f->H;
             memcpy(dst, f->xf + tok * f->H, f->H * sizeof(float));
@@ -296,9 +304,10 @@ static void step_tokens2(void *arg, int tid, int nt) {
         }
         return;
     }
-    split(f->T, tid, nt, &a, &b);
-    for (size_t tok = a; tok < b; tok++) {
-        if (f->used[tok]) qdq_row(f, &t, f->xf + tok * f->H, f->H, 1.0f, f->ts1);
+    while (next_range(f, f->T, &a, &b)) {
+        for (size_t tok = a; tok < b; tok++) {
+            if (f->used[tok]) qdq_row(f, &t, f->xf + tok * f->H, f->H, 1.0f, f->ts1);
+        }
     }
 }
 
@@ -379,19 +388,22 @@ static void step_gemm2(void *arg, int tid, int nt) {
 
 static void step_amax_a(void *arg, int tid, int nt) {
     fast *f = arg;
+    (void)nt;
     size_t a, b;
-    split(f->rows, tid, nt, &a, &b);
     float am = 0.0f;
-    if (b > a) am = f->K->amax(f->A + a * f->I, (b - a) * f->I);
+    while (next_range(f, f->rows, &a, &b)) {
+        float m = f->K->amax(f->A + a * f->I, (b - a) * f->I);
+        am = m > am ? m : am;
+    }
     f->partial[tid] = am;
 }
 
 static void step_quant_a(void *arg, int tid, int nt) {
     fast *f = arg;
     tscratch t = tscratch_get(f, tid);
+    (void)nt;
     size_t a, b;
-    split(f->rows, tid, nt, &a, &b);
-    for (size_t r = a; r < b; r++) {
+    while (next_range(f, f->rows, &a, &b)) for (size_t r = a; r < b; r++) {
         const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
         qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
     }
@@ -402,12 +414,12 @@ static void step_combine(void *arg, int tid, int nt) {
     const moeq_moe *l = f->l;
     const moeq__apply_io *io = f->io;
     tscratch t = tscratch_get(f, tid);
+    (void)nt;
     size_t a, b;
-    split(f->T, tid, nt, &a, &b);
     const size_t H = f->H, k = f->k;
     const float rsf = l->cfg.routed_scaling_factor;
     const size_t osz = moeq_dtype_size(io->out_dtype);
-    for (size_t tok = a; tok < b; tok++) {
+    while (next_range(f, f->T, &a, &b)) for (size_t tok = a; tok < b; tok++) {
         float *acc = io->out_dtype == MOEQ_DTYPE_F32 ? (float *)io->out + tok * H : t.ybuf;
         for (size_t h = 0; h < H; h++) acc[h] = 0;
         for (size_t j = 0; j < k; j++) {
@@ -428,8 +440,13 @@ static void step_combine(void *arg, int tid, int nt) {
     }
 }
 
-/* Runs a step on the pool, or on the caller alone when it is small. */
+/* Runs a row/token step on the pool (ranges of about 16K values per grab),
+ * or on the caller alone when it is small. */
 static void run(moeq__pool *pool, moeq__pool_fn fn, fast *f, size_t work) {
+    size_t rows = f->T > f->rows ? f->T : f->rows, per_row = rows ? work / rows : 1;
+    f->chunk = per_row ? 16384 / per_row + 1 : 1;
+    atomic_store_explicit(&f->next, 0, memory_order_relaxed);
+    for (int i = 0; i < f->nt; i++) f->partial[i] = 0.0f;
     if (!pool || work < 32768) {
         fn(f, 0, 1);
     } else {
@@ -482,6 +499,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     f.maxk = f.H > f.I ? f.H : f.I;
     size_t pairs = f.T * f.k;
     int nt = moeq__pool_threads(ctx->pool);
+    f.nt = nt;
     f.per_row_x = l->act_kind == MOEQ__ACT_NVFP4;
 
     /* Bucket first (its arrays come first in the scratch) to learn the sizes. */
@@ -570,7 +588,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         run(pool, step_tokens, &f, f.T * f.H);
         if (tensor_kind(l->act_kind)) {
             float am = 0;
-            for (int i = 0; i < (pool && f.T * f.H >= 32768 ? nt : 1); i++) {
+            for (int i = 0; i < nt; i++) {
                 am = f.partial[i] > am ? f.partial[i] : am;
             }
             f.ts1 = tensor_scale(l->act_kind, am);
@@ -593,7 +611,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
             if (tensor_kind(l->act_kind)) {
                 run(pool, step_amax_a, &f, work);
                 float am = 0;
-                for (int i = 0; i < (pool && work >= 32768 ? nt : 1); i++) {
+                for (int i = 0; i < nt; i++) {
                     am = f.partial[i] > am ? f.partial[i] : am;
                 }
                 f.ts2 = tensor_scale(l->act_kind, am);

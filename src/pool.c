@@ -19,7 +19,10 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-enum { SPIN_WORKER = 20000, SPIN_CALLER = 2000 };
+/* Spins of ~20-60 ns (pause): a worker waits ~50-100 us for the next run
+ * before it blocks, the caller ~5-10 us before it yields its CPU to the
+ * workers it waits for (on a busy machine they may share one). */
+enum { SPIN_WORKER = 3000, SPIN_CALLER = 300 };
 
 typedef struct worker_arg {
     moeq__pool *pool;

@@ -34,6 +34,8 @@ typedef struct wt {
     uint8_t *mem;
 } wt;
 
+static float g_gdiv; /* > 0: NVFP4-style scales e4m3(b) / g_gdiv; < 0: MX powers of two */
+
 /* A packed [rows, cols] weight of `kind` with random codes and scales. */
 static void make(int kind, size_t rows, size_t cols, size_t gs, wt *w) {
     moeq__qweight q;
@@ -57,10 +59,16 @@ static void make(int kind, size_t rows, size_t cols, size_t gs, wt *w) {
     q.grid.col_block = gs;
     float *scale = malloc(sizeof(float) * rows * (cols / gs));
     for (size_t i = 0; i < rows * (cols / gs); i++) {
-        scale[i] = moeq__bf16_to_f32(moeq__f32_to_bf16((float)(rnd() % 1000 + 1) * 1e-4f));
+        if (g_gdiv > 0) {
+            scale[i] = moeq__e4m3_to_f32((uint8_t)(0x20 + rnd() % 0x40)) / g_gdiv;
+        } else if (g_gdiv < 0) {
+            scale[i] = ldexpf(1.0f, -(int)(rnd() % 10));
+        } else {
+            scale[i] = moeq__bf16_to_f32(moeq__f32_to_bf16((float)(rnd() % 1000 + 1) * 1e-4f));
+        }
     }
     q.scale = scale;
-    if (!moeq__pk_plan(&q, 0.0f, &w->pk)) {
+    if (!moeq__pk_plan(&q, g_gdiv > 0 ? g_gdiv : 0.0f, &w->pk)) {
         fprintf(stderr, "cannot pack\n");
         exit(1);
     }
@@ -75,11 +83,6 @@ static void make(int kind, size_t rows, size_t cols, size_t gs, wt *w) {
     free(scale);
 }
 
-static const char *kind_name(int kind) {
-    return kind == MOEQ__QW_INT4_NIBBLES ? "int4" : kind == MOEQ__QW_E2M1 ? "e2m1"
-                                                   : kind == MOEQ__QW_I8  ? "i8"
-                                                                          : "e4m3";
-}
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -125,16 +128,19 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++) printf("peak sample %.1f\n", fma_peak());
     printf("kernels: %s; FMA peak now %.1f GFLOP/s (= %.2f GHz at 32 flop/cycle)\n", K->name, pk,
            pk / 32);
-    const int kinds[] = {MOEQ__QW_INT4_NIBBLES, MOEQ__QW_E2M1, MOEQ__QW_I8, MOEQ__QW_E4M3};
+    const int kinds[] = {MOEQ__QW_INT4_NIBBLES, MOEQ__QW_E2M1, MOEQ__QW_I8, MOEQ__QW_E4M3,
+                         MOEQ__QW_E2M1, MOEQ__QW_E2M1};
+    const char *names[] = {"int4", "e2m1", "i8", "e4m3", "nvfp4", "mxfp4"};
     const size_t cols = 2048;
     float *x = malloc(sizeof(float) * 4 * cols);
     for (size_t i = 0; i < 4 * cols; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
     const float *xp[6] = {x, x + cols, x + 2 * cols, x + 3 * cols, x, x + cols};
     float y[6 * 16];
     float *P = aligned_alloc(64, 256 * 16 * sizeof(float));
-    for (size_t ki = 0; ki < 4; ki++) {
+    for (size_t ki = 0; ki < 6; ki++) {
         int kind = kinds[ki];
-        size_t gs = kind == MOEQ__QW_E2M1 ? 16 : 128;
+        size_t gs = ki == 4 ? 16 : ki == 5 ? 32 : 128;
+        g_gdiv = ki == 4 ? 1234.5f : ki == 5 ? -1.0f : 0.0f;
         for (int cold = 0; cold < 2; cold++) {
             size_t rows = cold ? (size_t)(kind == MOEQ__QW_I8 || kind == MOEQ__QW_E4M3 ? 131072 : 262144)
                                : 256;
@@ -151,7 +157,7 @@ int main(int argc, char **argv) {
                     best = dt < best ? dt : best;
                 }
                 printf("%-5s %-4s gemv M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GFLOP/s\n",
-                       kind_name(kind), cold ? "cold" : "hot", M,
+                       names[ki], cold ? "cold" : "hot", M,
                        (double)rows * cols / best / 1e9, bytes / best / 1e9,
                        2.0 * M * rows * cols / best / 1e9);
             }
@@ -165,7 +171,7 @@ int main(int argc, char **argv) {
                     double dt = now() - t0;
                     best = dt < best ? dt : best;
                 }
-                printf("%-5s hot  panel:    %7.2f Gweights/s\n", kind_name(kind),
+                printf("%-5s hot  panel:    %7.2f Gweights/s\n", names[ki],
                        (double)rows * cols / best / 1e9);
             }
             free(w.mem);
@@ -186,6 +192,7 @@ int main(int argc, char **argv) {
     /* in situ: 32 tokens, 48 blocks of 16 rows x 2048 (an expert's gate), panels of 256 */
     {
         wt w;
+        g_gdiv = 0;
         make(MOEQ__QW_INT4_NIBBLES, 768, cols, 128, &w);
         size_t M = 32;
         float *X = malloc(sizeof(float) * M * cols);

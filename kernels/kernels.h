@@ -462,7 +462,9 @@ typedef struct moeq__kern {
     /* y[m*ldy + r] = sum_k x[m][k] * w(blk*16 + r, k) for m < M <= 4, r < 16, in
      * a fixed order: per scale group, partial sums of kv*x over k in `phases`
      * interleaved chains (4 for M = 1, 2 for M = 2, else 1) added pairwise,
-     * then total = fma(partial, ks, total).  Bit-identical across tables. */
+     * then total = fma(partial, ks, total).  E4M3_DIV scales enter undivided
+     * (e4m3(b) * 2^-8 * scale_mul) and the totals are divided once by
+     * gdiv * 2^-8 at the end.  Bit-identical across tables. */
     void (*gemv)(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
                  size_t ldy);
     /* C[m*ldc + r] = (accumulate ? C : 0) + sum_{k < nk} x[m][k] * P[k*16 + r],

@@ -18,9 +18,18 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
     }
 }
 
+/* The scale gemv applies: ks, or for E4M3_DIV the undivided e4m3(b) * 2^-8. */
+static float gemv_scale(const moeq__packed *pk, size_t row, size_t g) {
+    if (pk->scale_kind != MOEQ__PS_E4M3_DIV) return moeq__pk_ks(pk, row, g);
+    const uint8_t b = pk->scales[(row / 16) * pk->blk_scale_bytes + g * 16 + row % 16];
+    return moeq__e4m3_to_f32(b) * 0x1p-8f * pk->scale_mul;
+}
+
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
                  size_t ldy) {
     const size_t phases = M == 1 ? 4 : M == 2 ? 2 : 1;
+    const bool div = pk->scale_kind == MOEQ__PS_E4M3_DIV;
+    const float d = pk->gdiv * 0x1p-8f;
     for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
         const size_t row = blk * MOEQ__PK_ROWS + r;
         for (size_t m = 0; m < M; m++) {
@@ -38,9 +47,9 @@ static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *cons
                 } else {
                     sum = part[0];
                 }
-                tot = fmaf(sum, moeq__pk_ks(pk, row, g), tot);
+                tot = fmaf(sum, gemv_scale(pk, row, g), tot);
             }
-            y[m * ldy + r] = tot;
+            y[m * ldy + r] = div ? tot / d : tot;
         }
     }
 }

@@ -89,8 +89,9 @@ AI __m256i nib_lut(const moeq__packed *pk, int hi) {
 
 /* ---- scales ----------------------------------------------------------------------- */
 
-/* The 16 scales (kernel units) of block blk, group g. */
-AI void scales16(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2]) {
+/* The 16 scales (kernel units) of block blk, group g; with `raw`, E4M3_DIV
+ * scales stay undivided, e4m3(b) * 2^-8 (gemv divides its totals once). */
+AI void scales16_(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2], const int raw) {
     const int32_t kind = pk->scale_kind;
     const size_t ss = kind == MOEQ__PS_F32 ? 4 : kind <= MOEQ__PS_BF16 ? 2 : 1;
     const uint8_t *p = pk->scales + blk * pk->blk_scale_bytes + g * MOEQ__PK_ROWS * ss;
@@ -111,6 +112,11 @@ AI void scales16(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2]) {
             break;
         case MOEQ__PS_E4M3_DIV: {
             const __m256i h = e4m3_f16(_mm_loadu_si128((const __m128i *)p));
+            if (raw) {
+                s[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+                s[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+                break;
+            }
             const __m256 k256 = _mm256_set1_ps(256.0f), gd = _mm256_set1_ps(pk->gdiv);
             s[0] = _mm256_div_ps(
                 _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), k256), gd);
@@ -134,6 +140,24 @@ AI void scales16(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2]) {
         const __m256 mul = _mm256_set1_ps(pk->scale_mul);
         s[0] = _mm256_mul_ps(s[0], mul);
         s[1] = _mm256_mul_ps(s[1], mul);
+    }
+}
+
+#define scales16(pk, blk, g, s) scales16_(pk, blk, g, s, 0)
+#define scales16_raw(pk, blk, g, s) scales16_(pk, blk, g, s, 1)
+
+/* gemv's last step for E4M3_DIV scales: totals / (gdiv * 2^-8). */
+AI __m256 gemv_fix(const moeq__packed *pk, __m256 t) {
+    if (pk->scale_kind != MOEQ__PS_E4M3_DIV) return t;
+    return _mm256_div_ps(t, _mm256_set1_ps(pk->gdiv * 0x1p-8f));
+}
+
+AI void gemv_fix_mem(const moeq__packed *pk, float *y, size_t ldy, int M) {
+    if (pk->scale_kind != MOEQ__PS_E4M3_DIV) return;
+    for (int m = 0; m < M; m++) {
+        float *p = y + (size_t)m * ldy;
+        _mm256_storeu_ps(p, gemv_fix(pk, _mm256_loadu_ps(p)));
+        _mm256_storeu_ps(p + 8, gemv_fix(pk, _mm256_loadu_ps(p + 8)));
     }
 }
 
@@ -241,12 +265,12 @@ AI void gemv1(const moeq__packed *pk, size_t blk, const float *const *x, float *
             }
         }
         __m256 s[2];
-        scales16(pk, blk, g, s);
+        scales16_raw(pk, blk, g, s);
         t0 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a4, a6)), s[0], t0);
         t1 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_add_ps(a1, a3), _mm256_add_ps(a5, a7)), s[1], t1);
     }
-    _mm256_storeu_ps(y, t0);
-    _mm256_storeu_ps(y + 8, t1);
+    _mm256_storeu_ps(y, gemv_fix(pk, t0));
+    _mm256_storeu_ps(y + 8, gemv_fix(pk, t1));
 }
 
 /* Two tokens: two chains each (column k % 2); the totals live in y. */
@@ -310,7 +334,7 @@ AI void gemv2(const moeq__packed *pk, size_t blk, const float *const *x, float *
             FMA(a111, f3, c);
         }
         __m256 s[2];
-        scales16(pk, blk, g, s);
+        scales16_raw(pk, blk, g, s);
         _mm256_storeu_ps(y0, _mm256_fmadd_ps(_mm256_add_ps(a000, a010), s[0], _mm256_loadu_ps(y0)));
         _mm256_storeu_ps(y0 + 8,
                          _mm256_fmadd_ps(_mm256_add_ps(a001, a011), s[1], _mm256_loadu_ps(y0 + 8)));
@@ -318,6 +342,7 @@ AI void gemv2(const moeq__packed *pk, size_t blk, const float *const *x, float *
         _mm256_storeu_ps(y1 + 8,
                          _mm256_fmadd_ps(_mm256_add_ps(a101, a111), s[1], _mm256_loadu_ps(y1 + 8)));
     }
+    gemv_fix_mem(pk, y, ldy, 2);
 }
 
 /* Three or four tokens: one chain each; the totals live in y. */
@@ -378,7 +403,7 @@ AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float 
 #undef STEP4
         }
         __m256 s[2];
-        scales16(pk, blk, g, s);
+        scales16_raw(pk, blk, g, s);
 #define TOT(m, a0, a1)                                                                             \
     do {                                                                                           \
         float *yy_ = y + (size_t)(m) * ldy;                                                        \
@@ -391,6 +416,7 @@ AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float 
         if (M > 3) TOT(3, a30, a31);
 #undef TOT
     }
+    gemv_fix_mem(pk, y, ldy, M);
 }
 
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,

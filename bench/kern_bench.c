@@ -83,7 +83,6 @@ static void make(int kind, size_t rows, size_t cols, size_t gs, wt *w) {
     free(scale);
 }
 
-
 #if defined(__x86_64__)
 #include <immintrin.h>
 __attribute__((target("avx2,fma"))) static double fma_peak(void) {
@@ -119,7 +118,9 @@ __attribute__((target("avx2,fma"))) static double fma_peak(void) {
     return (double)iters * 12 * 16 / dt / 1e9 + 0 * (double)l[0];
 }
 #else
-static double fma_peak(void) { return NAN; }
+static double fma_peak(void) {
+    return NAN;
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -128,8 +129,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++) printf("peak sample %.1f\n", fma_peak());
     printf("kernels: %s; FMA peak now %.1f GFLOP/s (= %.2f GHz at 32 flop/cycle)\n", K->name, pk,
            pk / 32);
-    const int kinds[] = {MOEQ__QW_INT4_NIBBLES, MOEQ__QW_E2M1, MOEQ__QW_I8, MOEQ__QW_E4M3,
-                         MOEQ__QW_E2M1, MOEQ__QW_E2M1};
+    const int kinds[] = {MOEQ__QW_INT4_NIBBLES, MOEQ__QW_E2M1, MOEQ__QW_I8,
+                         MOEQ__QW_E4M3,         MOEQ__QW_E2M1, MOEQ__QW_E2M1};
     const char *names[] = {"int4", "e2m1", "i8", "e4m3", "nvfp4", "mxfp4"};
     const size_t cols = 2048;
     float *x = malloc(sizeof(float) * 4 * cols);
@@ -142,11 +143,13 @@ int main(int argc, char **argv) {
         size_t gs = ki == 4 ? 16 : ki == 5 ? 32 : 128;
         g_gdiv = ki == 4 ? 1234.5f : ki == 5 ? -1.0f : 0.0f;
         for (int cold = 0; cold < 2; cold++) {
-            size_t rows = cold ? (size_t)(kind == MOEQ__QW_I8 || kind == MOEQ__QW_E4M3 ? 131072 : 262144)
-                               : 256;
+            size_t rows =
+                cold ? (size_t)(kind == MOEQ__QW_I8 || kind == MOEQ__QW_E4M3 ? 131072 : 262144)
+                     : 256;
             wt w;
             make(kind, rows, cols, gs, &w);
-            double bytes = (double)w.pk.blocks * (double)(w.pk.blk_code_bytes + w.pk.blk_scale_bytes);
+            double bytes =
+                (double)w.pk.blocks * (double)(w.pk.blk_code_bytes + w.pk.blk_scale_bytes);
             for (size_t M = 1; M <= 4; M++) {
                 int reps = cold ? 3 : 200;
                 double best = 1e300;
@@ -157,9 +160,8 @@ int main(int argc, char **argv) {
                     best = dt < best ? dt : best;
                 }
                 printf("%-5s %-4s gemv M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GFLOP/s\n",
-                       names[ki], cold ? "cold" : "hot", M,
-                       (double)rows * cols / best / 1e9, bytes / best / 1e9,
-                       2.0 * M * rows * cols / best / 1e9);
+                       names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best / 1e9,
+                       bytes / best / 1e9, 2.0 * M * rows * cols / best / 1e9);
             }
             if (!cold) {
                 double best = 1e300;

@@ -280,9 +280,20 @@ static const scheme_def k_schemes[] = {
      "\"dynamic\":\"local\"}",
      "nvfp4-pack-quantized"},
     {"w4a16_mxfp4",
-     "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}", "null",
-     "mxfp4-pack-quantized"},
+     "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
+     "null", "mxfp4-pack-quantized"},
 };
+
+/* Resident memory of the process, MB. */
+static double rss_mb(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return (double)resident * 4096.0 / 1e6;
+}
 
 static void die(const char *what, const moeq_error *err) {
     fprintf(stderr, "moe_bench: %s: %s\n", what, err ? err->message : "");
@@ -362,8 +373,7 @@ static moeq_moe *build_layer(const scheme_def *s, moeq_config **cfg_out) {
     moeq_config *cfg = NULL;
     if (moeq_config_parse(json, strlen(json), NULL, &cfg, &err) != MOEQ_OK) die("config", &err);
     moeq_resolution res;
-    if (moeq_resolve_moe(cfg, "model.layers.0.mlp.experts", g_E, NULL, NULL, &res, &err) !=
-        MOEQ_OK)
+    if (moeq_resolve_moe(cfg, "model.layers.0.mlp.experts", g_E, NULL, NULL, &res, &err) != MOEQ_OK)
         die("resolve", &err);
     moeq_selection sel;
     if (moeq_select(&res, "model.layers.0.mlp.experts", NULL, &sel, &err) != MOEQ_OK)
@@ -457,17 +467,23 @@ int main(int argc, char **argv) {
     opts o;
     memset(&o, 0, sizeof o);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) o.json = 1;
-        else if (!strcmp(argv[i], "--quick")) o.quick = 1;
-        else if (!strcmp(argv[i], "--scheme") && i + 1 < argc) o.scheme = argv[++i];
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) o.tokens = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) o.layers = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--json"))
+            o.json = 1;
+        else if (!strcmp(argv[i], "--quick"))
+            o.quick = 1;
+        else if (!strcmp(argv[i], "--scheme") && i + 1 < argc)
+            o.scheme = argv[++i];
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
+            o.tokens = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            o.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            o.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            o.layers = atoi(argv[++i]);
         else {
-            fprintf(stderr,
-                    "usage: moe_bench [--json] [--quick] [--scheme NAME] [--tokens T] "
-                    "[--threads N] [--reps N] [--layers N]\n");
+            fprintf(stderr, "usage: moe_bench [--json] [--quick] [--scheme NAME] [--tokens T] "
+                            "[--threads N] [--reps N] [--layers N]\n");
             return 2;
         }
     }
@@ -485,7 +501,8 @@ int main(int argc, char **argv) {
 
     /* Routing draws shared by every scheme and the baseline. */
     int max_reps = 0;
-    for (int i = 0; i < nT; i++) max_reps = reps_for(&o, Ts[i]) > max_reps ? reps_for(&o, Ts[i]) : max_reps;
+    for (int i = 0; i < nT; i++)
+        max_reps = reps_for(&o, Ts[i]) > max_reps ? reps_for(&o, Ts[i]) : max_reps;
     int draws = max_reps + 2;
     int32_t *ids[3];
     float *wts[3];
@@ -545,13 +562,16 @@ int main(int argc, char **argv) {
         int layers = nl ? nl : (strstr(s->name, "w8") ? 2 : 3);
         moeq_moe *L[8];
         moeq_config *C[8];
-        double tb = now();
+        double tb = now(), rss0 = rss_mb();
         for (int i = 0; i < layers; i++) L[i] = build_layer(s, &C[i]);
         double expert_bytes = (double)moeq__moe_expert_bytes(L[0], 0);
         if (!o.json) {
-            fprintf(stderr, "%s: %d layers built in %.1f s, %.2f MB per expert (%.4f bytes/weight)\n",
+            fprintf(stderr,
+                    "%s: %d layers built in %.1f s, %.3f MB per expert (%.4f bytes/weight); "
+                    "resident %.0f MB per layer (its weights: %.0f MB)\n",
                     s->name, layers, now() - tb, expert_bytes / 1e6,
-                    expert_bytes / (3.0 * g_H * g_I));
+                    expert_bytes / (3.0 * g_H * g_I), (rss_mb() - rss0) / layers,
+                    expert_bytes * g_E / 1e6);
         }
         for (int threads = 1; threads <= 2; threads++) {
             if (o.threads && o.threads != threads) continue;

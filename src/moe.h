@@ -171,9 +171,9 @@ typedef struct moeq__apply_io {
 struct moeq__pool;
 struct moeq_ctx {
     int32_t threads;
-    int32_t force_ref;        /* the reference forward (moe_apply.c) only */
-    const moeq__kern *kern;   /* the fast path's kernels, picked for this CPU */
-    struct moeq__pool *pool;  /* threads - 1 workers; NULL for one thread or force_ref */
+    int32_t force_ref;       /* the reference forward (moe_apply.c) only */
+    const moeq__kern *kern;  /* the fast path's kernels, picked for this CPU */
+    struct moeq__pool *pool; /* threads - 1 workers; NULL for one thread or force_ref */
     void *scratch;
     size_t scratch_cap;
 };

@@ -347,7 +347,8 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
         if (!n) continue;
         const moeq__proj *pg = &l->projs[e * 3 + MOEQ__GATE], *pu = &l->projs[e * 3 + MOEQ__UP];
         float *Xe = X + r0 * H;
-        moeq__act_quant_rows(l->act_kind, l->act_group, Xe, n, H, ts1, pg->act_scale, codes, scales);
+        moeq__act_quant_rows(l->act_kind, l->act_group, Xe, n, H, ts1, pg->act_scale, codes,
+                             scales);
         matmul_ref(&pg->w, Xe, n, gate + r0 * I, rows_buf);
         matmul_ref(&pu->w, Xe, n, up + r0 * I, rows_buf);
         for (size_t i = 0; i < n; i++) {
@@ -369,7 +370,8 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
         if (!n) continue;
         const moeq__proj *pd = &l->projs[e * 3 + MOEQ__DOWN];
         float *Ae = A + r0 * I;
-        moeq__act_quant_rows(l->act_kind, l->act_group, Ae, n, I, ts2, pd->act_scale, codes, scales);
+        moeq__act_quant_rows(l->act_kind, l->act_group, Ae, n, I, ts2, pd->act_scale, codes,
+                             scales);
         matmul_ref(&pd->w, Ae, n, Y + r0 * H, rows_buf);
         if (pd->bias) {
             for (size_t i = 0; i < n; i++) {
@@ -481,7 +483,8 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
                 dequantized = true;
             }
             float *xp = X + p * H;
-            moeq__act_quant_rows(l->act_kind, l->act_group, xp, 1, H, ts1, pg->act_scale, codes, scales);
+            moeq__act_quant_rows(l->act_kind, l->act_group, xp, 1, H, ts1, pg->act_scale, codes,
+                                 scales);
             matvec_f64(W[0], I, H, xp, row);
             matvec_f64(W[1], I, H, xp, row + maxK);
             for (size_t j = 0; j < I; j++) {
@@ -512,7 +515,8 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
                 dequantized = true;
             }
             float *ap = A + p * I;
-            moeq__act_quant_rows(l->act_kind, l->act_group, ap, 1, I, ts2, pd->act_scale, codes, scales);
+            moeq__act_quant_rows(l->act_kind, l->act_group, ap, 1, I, ts2, pd->act_scale, codes,
+                                 scales);
             matvec_f64(W[2], H, I, ap, Y + p * H);
             if (pd->bias) {
                 for (size_t h = 0; h < H; h++) Y[p * H + h] += (double)pd->bias[h];

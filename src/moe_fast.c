@@ -45,7 +45,7 @@ static double prof_now(void) {
 #define PROF(name)                                                                                 \
     do {                                                                                           \
         double t_ = prof_now();                                                                    \
-        fprintf(stderr, "  %-8s %8.3f ms\n", name, (t_ - prof_t) * 1e3);                          \
+        fprintf(stderr, "  %-8s %8.3f ms\n", name, (t_ - prof_t) * 1e3);                           \
         prof_t = t_;                                                                               \
     } while (0)
 #else
@@ -78,21 +78,21 @@ typedef struct fast {
     const item *items;
     size_t n_items;
     atomic_size_t next;
-    size_t chunk; /* rows or tokens per grab in the row/token steps */
-    int nt;       /* threads */
+    size_t chunk;   /* rows or tokens per grab in the row/token steps */
+    int nt;         /* threads */
     uint8_t *tbase; /* per-thread scratch */
     size_t tstride;
 } fast;
 
 /* Per-thread scratch. */
 typedef struct tscratch {
-    float *P;     /* [KB, 16] */
-    float *W16;   /* [16, maxk]: unpacked projections */
-    float *Cg;    /* [mmax, 16] */
-    float *Cu;    /* [mmax, 16] */
+    float *P;               /* [KB, 16] */
+    float *W16;             /* [16, maxk]: unpacked projections */
+    float *Cg;              /* [mmax, 16] */
+    float *Cu;              /* [mmax, 16] */
     const float **xr, **xo; /* [mmax] */
-    float *ybuf;  /* [H] */
-    void *codes;  /* activation codes for the reference quantizers */
+    float *ybuf;            /* [H] */
+    void *codes;            /* activation codes for the reference quantizers */
     float *scales;
 } tscratch;
 
@@ -173,8 +173,8 @@ static void qdq_row(const fast *f, const tscratch *t, float *v, size_t n, float 
             for (size_t c0 = 0; c0 < n; c0 += gs) {
                 size_t len = n - c0 < gs ? n - c0 : gs;
                 float am = K->amax(v + c0, len);
-                float s = (am > MOEQ__ACT_FP8_GROUP_EPS ? am : MOEQ__ACT_FP8_GROUP_EPS) /
-                          MOEQ__E4M3_MAX;
+                float s =
+                    (am > MOEQ__ACT_FP8_GROUP_EPS ? am : MOEQ__ACT_FP8_GROUP_EPS) / MOEQ__E4M3_MAX;
                 K->qdq_fp8(v + c0, len, s, v + c0);
             }
             return;
@@ -264,26 +264,27 @@ static void step_tokens(void *arg, int tid, int nt) {
     size_t esz = moeq_dtype_size(io->x_dtype);
     float am = 0.0f;
     bool local_quant = !f->per_row_x && !tensor_kind(l->act_kind);
-    while (next_range(f, f->T, &a, &b)) for (size_t tok = a; tok < b; tok++) {
-        float *row = f->xf + tok * f->H;
-        const void *src = (const uint8_t *)io->x + tok * f->H * esz;
-        if (io->x_dtype == MOEQ_DTYPE_BF16) {
-            f->K->bf16_to_f32(src, f->H, row);
-        } else {
-            moeq__to_f32_ref(io->x_dtype, src, f->H, row);
+    while (next_range(f, f->T, &a, &b))
+        for (size_t tok = a; tok < b; tok++) {
+            float *row = f->xf + tok * f->H;
+            const void *src = (const uint8_t *)io->x + tok * f->H * esz;
+            if (io->x_dtype == MOEQ_DTYPE_BF16) {
+                f->K->bf16_to_f32(src, f->H, row);
+            } else {
+                moeq__to_f32_ref(io->x_dtype, src, f->H, row);
+            }
+            if (!f->used[tok]) continue;
+            if (l->cfg.apply_router_weight_on_input) { /* top_k == 1 */
+                float s = io->weights[tok];
+                for (size_t h = 0; h < f->H; h++) row[h] = row[h] * s;
+            }
+            if (local_quant) {
+                qdq_row(f, &t, row, f->H, l->projs[0].act_scale, 1.0f);
+            } else if (tensor_kind(l->act_kind)) {
+                float m = f->K->amax(row, f->H);
+                am = m > am ? m : am;
+            }
         }
-        if (!f->used[tok]) continue;
-        if (l->cfg.apply_router_weight_on_input) { /* top_k == 1 */
-            float s = io->weights[tok];
-            for (size_t h = 0; h < f->H; h++) row[h] = row[h] * s;
-        }
-        if (local_quant) {
-            qdq_row(f, &t, row, f->H, l->projs[0].act_scale, 1.0f);
-        } else if (tensor_kind(l->act_kind)) {
-            float m = f->K->amax(row, f->H);
-            am = m > am ? m : am;
-        }
-    }
     f->partial[tid] = am;
 }
 
@@ -295,13 +296,14 @@ static void step_tokens2(void *arg, int tid, int nt) {
     (void)nt;
     size_t a, b;
     if (f->per_row_x) {
-        while (next_range(f, f->rows, &a, &b)) for (size_t r = a; r < b; r++) {
-            size_t tok = (size_t)f->order[r] / f->k;
-            float *dst = f->X + r * f->H;
-            memcpy(dst, f->xf + tok * f->H, f->H * sizeof(float));
-            const moeq__proj *pg = &l->projs[f->row_expert[r] * 3];
-            qdq_row(f, &t, dst, f->H, pg->act_scale, f->ts1);
-        }
+        while (next_range(f, f->rows, &a, &b))
+            for (size_t r = a; r < b; r++) {
+                size_t tok = (size_t)f->order[r] / f->k;
+                float *dst = f->X + r * f->H;
+                memcpy(dst, f->xf + tok * f->H, f->H * sizeof(float));
+                const moeq__proj *pg = &l->projs[f->row_expert[r] * 3];
+                qdq_row(f, &t, dst, f->H, pg->act_scale, f->ts1);
+            }
         return;
     }
     while (next_range(f, f->T, &a, &b)) {
@@ -403,10 +405,11 @@ static void step_quant_a(void *arg, int tid, int nt) {
     tscratch t = tscratch_get(f, tid);
     (void)nt;
     size_t a, b;
-    while (next_range(f, f->rows, &a, &b)) for (size_t r = a; r < b; r++) {
-        const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
-        qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
-    }
+    while (next_range(f, f->rows, &a, &b))
+        for (size_t r = a; r < b; r++) {
+            const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
+            qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
+        }
 }
 
 static void step_combine(void *arg, int tid, int nt) {
@@ -419,25 +422,26 @@ static void step_combine(void *arg, int tid, int nt) {
     const size_t H = f->H, k = f->k;
     const float rsf = l->cfg.routed_scaling_factor;
     const size_t osz = moeq_dtype_size(io->out_dtype);
-    while (next_range(f, f->T, &a, &b)) for (size_t tok = a; tok < b; tok++) {
-        float *acc = io->out_dtype == MOEQ_DTYPE_F32 ? (float *)io->out + tok * H : t.ybuf;
-        for (size_t h = 0; h < H; h++) acc[h] = 0;
-        for (size_t j = 0; j < k; j++) {
-            size_t p = tok * k + j;
-            if (f->row_of[p] < 0) continue;
-            float w = l->cfg.apply_router_weight_on_input ? 1.0f : io->weights[p];
-            f->K->axpy(acc, f->Y + (size_t)f->row_of[p] * H, w, H);
+    while (next_range(f, f->T, &a, &b))
+        for (size_t tok = a; tok < b; tok++) {
+            float *acc = io->out_dtype == MOEQ_DTYPE_F32 ? (float *)io->out + tok * H : t.ybuf;
+            for (size_t h = 0; h < H; h++) acc[h] = 0;
+            for (size_t j = 0; j < k; j++) {
+                size_t p = tok * k + j;
+                if (f->row_of[p] < 0) continue;
+                float w = l->cfg.apply_router_weight_on_input ? 1.0f : io->weights[p];
+                f->K->axpy(acc, f->Y + (size_t)f->row_of[p] * H, w, H);
+            }
+            if (rsf != 1.0f) {
+                for (size_t h = 0; h < H; h++) acc[h] *= rsf;
+            }
+            void *dst = (uint8_t *)io->out + tok * H * osz;
+            if (io->out_dtype == MOEQ_DTYPE_BF16) {
+                f->K->f32_to_bf16(acc, H, dst);
+            } else if (io->out_dtype != MOEQ_DTYPE_F32) {
+                moeq__from_f32_ref(io->out_dtype, acc, H, dst);
+            }
         }
-        if (rsf != 1.0f) {
-            for (size_t h = 0; h < H; h++) acc[h] *= rsf;
-        }
-        void *dst = (uint8_t *)io->out + tok * H * osz;
-        if (io->out_dtype == MOEQ_DTYPE_BF16) {
-            f->K->f32_to_bf16(acc, H, dst);
-        } else if (io->out_dtype != MOEQ_DTYPE_F32) {
-            moeq__from_f32_ref(io->out_dtype, acc, H, dst);
-        }
-    }
 }
 
 /* Runs a row/token step on the pool (ranges of about 16K values per grab),

@@ -33,8 +33,8 @@ static bool release_block(moeq_moe *l, const void *p) {
 
 /* NVFP4's per-projection global scale: the E4M3_DIV divisor. */
 static float global_scale_hint(moeq_moe *l, int32_t e, int32_t shard) {
-    moeq__param *p =
-        moeq__moe_param(l, shard == MOEQ__DOWN ? "w2_weight_global_scale" : "w13_weight_global_scale");
+    moeq__param *p = moeq__moe_param(l, shard == MOEQ__DOWN ? "w2_weight_global_scale"
+                                                            : "w13_weight_global_scale");
     if (!p || !p->pub.data || p->pub.dtype != MOEQ_DTYPE_F32) return 0.0f;
     size_t i = shard == MOEQ__DOWN ? (size_t)e : (size_t)e * 2u + (size_t)shard;
     float g;
@@ -45,8 +45,9 @@ static float global_scale_hint(moeq_moe *l, int32_t e, int32_t shard) {
 moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
     int32_t E = l->cfg.num_local_experts;
     size_t n = (size_t)E * 3u;
-    size_t maxk = (size_t)(l->cfg.hidden_size > l->cfg.intermediate_size ? l->cfg.hidden_size
-                                                                           : l->cfg.intermediate_size);
+    size_t maxk =
+        (size_t)(l->cfg.hidden_size > l->cfg.intermediate_size ? l->cfg.hidden_size
+                                                               : l->cfg.intermediate_size);
     uint8_t *row_buf = moeq__malloc(maxk);
     bool *packed = moeq__calloc(n, sizeof *packed);
     if (!row_buf || !packed) {

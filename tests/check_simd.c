@@ -140,12 +140,18 @@ typedef struct kind_case {
 } kind_case;
 
 static const kind_case k_kinds[] = {
-    {MOEQ__QW_INT_PACKED, 4, SK_BF16, MOEQ__PK_NIB},  {MOEQ__QW_INT_PACKED, 4, SK_F32, MOEQ__PK_NIB},
-    {MOEQ__QW_INT_PACKED, 3, SK_F16, MOEQ__PK_NIB},   {MOEQ__QW_INT_PACKED, 8, SK_F32, MOEQ__PK_I8},
-    {MOEQ__QW_INT_PACKED, 6, SK_BF16, MOEQ__PK_I8},   {MOEQ__QW_INT4_NIBBLES, 4, SK_F32, MOEQ__PK_NIB},
-    {MOEQ__QW_E2M1, 4, SK_E8M0, MOEQ__PK_NIB},        {MOEQ__QW_E2M1, 4, SK_E4M3_DIV, MOEQ__PK_NIB},
-    {MOEQ__QW_I8, 8, SK_F32, MOEQ__PK_I8},            {MOEQ__QW_I8, 8, SK_E8M0, MOEQ__PK_I8},
-    {MOEQ__QW_E4M3, 8, SK_F32, MOEQ__PK_E4M3},        {MOEQ__QW_E4M3, 8, SK_BF16, MOEQ__PK_E4M3},
+    {MOEQ__QW_INT_PACKED, 4, SK_BF16, MOEQ__PK_NIB},
+    {MOEQ__QW_INT_PACKED, 4, SK_F32, MOEQ__PK_NIB},
+    {MOEQ__QW_INT_PACKED, 3, SK_F16, MOEQ__PK_NIB},
+    {MOEQ__QW_INT_PACKED, 8, SK_F32, MOEQ__PK_I8},
+    {MOEQ__QW_INT_PACKED, 6, SK_BF16, MOEQ__PK_I8},
+    {MOEQ__QW_INT4_NIBBLES, 4, SK_F32, MOEQ__PK_NIB},
+    {MOEQ__QW_E2M1, 4, SK_E8M0, MOEQ__PK_NIB},
+    {MOEQ__QW_E2M1, 4, SK_E4M3_DIV, MOEQ__PK_NIB},
+    {MOEQ__QW_I8, 8, SK_F32, MOEQ__PK_I8},
+    {MOEQ__QW_I8, 8, SK_E8M0, MOEQ__PK_I8},
+    {MOEQ__QW_E4M3, 8, SK_F32, MOEQ__PK_E4M3},
+    {MOEQ__QW_E4M3, 8, SK_BF16, MOEQ__PK_E4M3},
 };
 
 static const int k_sk_kind[] = {MOEQ__PS_F32, MOEQ__PS_F16, MOEQ__PS_BF16, MOEQ__PS_E4M3_DIV,
@@ -156,7 +162,8 @@ typedef struct shape {
 } shape;
 
 static const shape k_shapes[] = {
-    {1, 8, 8}, {15, 24, 8}, {16, 64, 16}, {17, 128, 32}, {33, 256, 128}, {40, 200, 200}, {16, 768, 128},
+    {1, 8, 8},      {15, 24, 8},    {16, 64, 16},   {17, 128, 32},
+    {33, 256, 128}, {40, 200, 200}, {16, 768, 128},
 };
 
 /* Packing keeps values; the portable panel is the reference dequantization;
@@ -168,7 +175,8 @@ START_TEST(test_packed_kernels) {
     for (size_t si = 0; si < sizeof k_shapes / sizeof k_shapes[0]; si++) {
         const shape *sh = &k_shapes[si];
         size_t gs = sh->gs;
-        if (kc->kind == MOEQ__QW_E2M1 && kc->sk == SK_E8M0 && gs < 32 && sh->cols % 32 == 0) gs = 32;
+        if (kc->kind == MOEQ__QW_E2M1 && kc->sk == SK_E8M0 && gs < 32 && sh->cols % 32 == 0)
+            gs = 32;
         src_weight s;
         make_weight(kc->kind, kc->bits, sh->rows, sh->cols, gs, kc->sk, &s);
         ck_assert_msg(pack(&s), "kind %d cannot be packed", kc->kind);
@@ -203,7 +211,8 @@ START_TEST(test_packed_kernels) {
                 for (size_t r = 0; r < 16; r++) {
                     size_t row = b * 16 + r;
                     float v = row < R ? want[row * C + k0 + k] : 0.0f;
-                    ck_assert_msg(bits(pp[k * 16 + r]) == bits(v) || (row >= R && pp[k * 16 + r] == 0),
+                    ck_assert_msg(bits(pp[k * 16 + r]) == bits(v) ||
+                                      (row >= R && pp[k * 16 + r] == 0),
                                   "portable panel differs at row %zu col %zu", row, k0 + k);
                 }
             }
@@ -211,7 +220,8 @@ START_TEST(test_packed_kernels) {
                 memset(ps, 0xFF, sizeof(float) * 16 * C);
                 S->panel(&s.pk, b, k0, nk, ps);
                 ck_assert_msg(memcmp(pp, ps, sizeof(float) * 16 * nk) == 0,
-                              "%s panel differs (kind %d shape %zu block %zu)", S->name, kc->kind, si, b);
+                              "%s panel differs (kind %d shape %zu block %zu)", S->name, kc->kind,
+                              si, b);
             }
         }
         /* gemv for 1..4 tokens */
@@ -239,8 +249,8 @@ START_TEST(test_packed_kernels) {
                     S->gemv(&s.pk, b, M, xs, ys, 20);
                     for (size_t m = 0; m < M; m++) {
                         ck_assert_msg(memcmp(yp + m * 20, ys + m * 20, 16 * sizeof(float)) == 0,
-                                      "%s gemv M=%zu differs (kind %d shape %zu block %zu)", S->name,
-                                      M, kc->kind, si, b);
+                                      "%s gemv M=%zu differs (kind %d shape %zu block %zu)",
+                                      S->name, M, kc->kind, si, b);
                     }
                 }
             }
@@ -298,7 +308,8 @@ START_TEST(test_tile) {
                 for (size_t m = 0; m < M; m++) {
                     for (size_t r = 0; r < 16; r++) {
                         float want = acc ? (float)(m * 16 + r) * 0.25f : 0.0f;
-                        for (size_t k = 0; k < lens[li]; k++) want = fmaf(panel[k * 16 + r], x[m][k], want);
+                        for (size_t k = 0; k < lens[li]; k++)
+                            want = fmaf(panel[k * 16 + r], x[m][k], want);
                         ck_assert_uint_eq(bits(cp[m * 16 + r]), bits(want));
                     }
                 }
@@ -317,8 +328,8 @@ END_TEST
 
 /* Random values with the awkward ones mixed in. */
 static void act_values(float *x, size_t n, float mag) {
-    static const float special[] = {0.0f,  -0.0f, NAN,    -NAN,     INFINITY, -INFINITY, 1e-40f,
-                                    -1e-40f, 1e30f, -1e30f, 0.5f,     -0.5f,    1.5f,      2.5f};
+    static const float special[] = {0.0f,    -0.0f, NAN,    -NAN, INFINITY, -INFINITY, 1e-40f,
+                                    -1e-40f, 1e30f, -1e30f, 0.5f, -0.5f,    1.5f,      2.5f};
     for (size_t i = 0; i < n; i++) {
         uint64_t r = rnd() % 64;
         if (r < 4) {

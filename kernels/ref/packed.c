@@ -207,8 +207,8 @@ static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, 
     }
 }
 
-void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *codes,
-                   uint8_t *scales, uint8_t *row_buf) {
+void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *codes, uint8_t *scales,
+                   uint8_t *row_buf) {
     const size_t ss = moeq__pk_scale_size(pk->scale_kind);
     uint8_t zero_nib = 0;
     if (pk->code == MOEQ__PK_NIB) {
@@ -242,8 +242,9 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
                 for (size_t k = 0; k < w->cols; k++) bc[k * MOEQ__PK_ROWS + rr] = row_buf[k];
             }
             for (size_t gi = 0; gi < pk->groups; gi++) {
-                const bool ok = encode_scale(pk->scale_kind, pk->gdiv, ref_scale(w, r, gi * pk->gsize),
-                                             bs + (gi * MOEQ__PK_ROWS + rr) * ss);
+                const bool ok =
+                    encode_scale(pk->scale_kind, pk->gdiv, ref_scale(w, r, gi * pk->gsize),
+                                 bs + (gi * MOEQ__PK_ROWS + rr) * ss);
                 assert(ok);
                 (void)ok;
             }
@@ -274,8 +275,7 @@ float moeq__pk_ks(const moeq__packed *pk, size_t r, size_t g) {
     return decode_scale(pk, p) * pk->scale_mul;
 }
 
-void moeq__pk_decode_row_ref(const moeq__packed *pk, size_t r, size_t first, size_t n,
-                             float *out) {
+void moeq__pk_decode_row_ref(const moeq__packed *pk, size_t r, size_t first, size_t n, float *out) {
     const float unit = pk->code == MOEQ__PK_E4M3 ? 256.0f : 1.0f;
     for (size_t i = 0; i < n; i++) out[i] = moeq__pk_kv(pk, r, first + i) * unit;
 }

@@ -25,12 +25,12 @@
  * Two pshufb look up the bytes of each value's bfloat16, byte and word
  * unpacks place them at the top of 32-bit lanes: an exact f32, in 1-uop
  * shuffles only. */
-#define NIB_HALF(v, lutl, luth, shift, f0, f1, f2, f3)                                            \
+#define NIB_HALF(v, lutl, luth, shift, f0, f1, f2, f3)                                             \
     do {                                                                                           \
         const __m256i i_ =                                                                         \
-            _mm256_and_si256(shift ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));        \
-        const __m256i bl_ = _mm256_shuffle_epi8(lutl, i_), bh_ = _mm256_shuffle_epi8(luth, i_);   \
-        const __m256i w0_ = _mm256_unpacklo_epi8(bl_, bh_), w1_ = _mm256_unpackhi_epi8(bl_, bh_); \
+            _mm256_and_si256(shift ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));         \
+        const __m256i bl_ = _mm256_shuffle_epi8(lutl, i_), bh_ = _mm256_shuffle_epi8(luth, i_);    \
+        const __m256i w0_ = _mm256_unpacklo_epi8(bl_, bh_), w1_ = _mm256_unpackhi_epi8(bl_, bh_);  \
         const __m256i hi_ = _mm256_set1_epi32((int)0xFFFF0000u);                                   \
         f0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0_, 16));                                      \
         f1 = _mm256_castsi256_ps(_mm256_and_si256(w0_, hi_));                                      \
@@ -40,7 +40,7 @@
 
 #define NIB_CHUNK(p, lut, f0, f1, f2, f3, f4, f5, f6, f7)                                          \
     do {                                                                                           \
-        const __m256i v_ = _mm256_loadu_si256((const __m256i *)(const void *)(p));                \
+        const __m256i v_ = _mm256_loadu_si256((const __m256i *)(const void *)(p));                 \
         NIB_HALF(v_, lut##l, lut##h, 0, f0, f1, f2, f3);                                           \
         NIB_HALF(v_, lut##l, lut##h, 1, f4, f5, f6, f7);                                           \
     } while (0)
@@ -56,12 +56,12 @@ AI __m256i e4m3_f16(__m128i b) {
 #define BYTE_COL(p, code, f0, f1)                                                                  \
     do {                                                                                           \
         if ((code) == MOEQ__PK_E4M3) {                                                             \
-            const __m256i h_ = e4m3_f16(_mm_loadu_si128((const __m128i *)(const void *)(p)));     \
+            const __m256i h_ = e4m3_f16(_mm_loadu_si128((const __m128i *)(const void *)(p)));      \
             f0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h_));                                      \
             f1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h_, 1));                                 \
         } else {                                                                                   \
             f0 = _mm256_cvtepi32_ps(                                                               \
-                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))));       \
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))));        \
             f1 = _mm256_cvtepi32_ps(                                                               \
                 _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)((p) + 8))));  \
         }                                                                                          \
@@ -73,7 +73,7 @@ AI __m256i e4m3_f16(__m128i b) {
         if ((code) == MOEQ__PK_NIB) {                                                              \
             NIB_CHUNK((bc) + ((k) / 4) * 32, lut, f0, f1, f2, f3, f4, f5, f6, f7);                 \
         } else {                                                                                   \
-            const uint8_t *q_ = (bc) + (k) * MOEQ__PK_ROWS;                                        \
+            const uint8_t *q_ = (bc) + (k)*MOEQ__PK_ROWS;                                          \
             BYTE_COL(q_, code, f0, f1);                                                            \
             BYTE_COL(q_ + 16, code, f2, f3);                                                       \
             BYTE_COL(q_ + 32, code, f4, f5);                                                       \
@@ -118,8 +118,8 @@ AI void scales16_(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2], con
                 break;
             }
             const __m256 k256 = _mm256_set1_ps(256.0f), gd = _mm256_set1_ps(pk->gdiv);
-            s[0] = _mm256_div_ps(
-                _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), k256), gd);
+            s[0] =
+                _mm256_div_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), k256), gd);
             s[1] = _mm256_div_ps(
                 _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), k256), gd);
             break;
@@ -129,8 +129,8 @@ AI void scales16_(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2], con
             for (int h = 0; h < 2; h++) {
                 const __m256i e =
                     _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * h)));
-                const __m256i bits = _mm256_blendv_epi8(_mm256_slli_epi32(e, 23), sub,
-                                                        _mm256_cmpeq_epi32(e, z));
+                const __m256i bits =
+                    _mm256_blendv_epi8(_mm256_slli_epi32(e, 23), sub, _mm256_cmpeq_epi32(e, z));
                 s[h] = _mm256_castsi256_ps(bits);
             }
             break;
@@ -143,7 +143,7 @@ AI void scales16_(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2], con
     }
 }
 
-#define scales16(pk, blk, g, s) scales16_(pk, blk, g, s, 0)
+#define scales16(pk, blk, g, s)     scales16_(pk, blk, g, s, 0)
 #define scales16_raw(pk, blk, g, s) scales16_(pk, blk, g, s, 1)
 
 /* gemv's last step for E4M3_DIV scales: totals / (gdiv * 2^-8). */
@@ -207,10 +207,10 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
 #define PF_AHEAD 2048
 #endif
 #define PF(bc, k, code)                                                                            \
-    _mm_prefetch((const char *)((bc) + (k) * ((code) == MOEQ__PK_NIB ? 8 : 16) + PF_AHEAD),       \
+    _mm_prefetch((const char *)((bc) + (k) * ((code) == MOEQ__PK_NIB ? 8 : 16) + PF_AHEAD),        \
                  _MM_HINT_T0)
 
-#define BC(xp, j) _mm256_broadcast_ss((xp) + k + (j))
+#define BC(xp, j)    _mm256_broadcast_ss((xp) + k + (j))
 #define FMA(a, f, x) a = _mm256_fmadd_ps(f, x, a)
 
 /* One token: four interleaved chains (column k % 4), summed pairwise at the
@@ -406,7 +406,7 @@ AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float 
         scales16_raw(pk, blk, g, s);
 #define TOT(m, a0, a1)                                                                             \
     do {                                                                                           \
-        float *yy_ = y + (size_t)(m) * ldy;                                                        \
+        float *yy_ = y + (size_t)(m)*ldy;                                                          \
         _mm256_storeu_ps(yy_, _mm256_fmadd_ps(a0, s[0], _mm256_loadu_ps(yy_)));                    \
         _mm256_storeu_ps(yy_ + 8, _mm256_fmadd_ps(a1, s[1], _mm256_loadu_ps(yy_ + 8)));            \
     } while (0)
@@ -441,18 +441,18 @@ static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *cons
 AI void tile_impl(const float *P, size_t nk, const float *const *x, float *C, size_t ldc,
                   int accumulate, const int M) {
     const __m256 z = _mm256_setzero_ps();
-    __m256 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z,
-           c41 = z, c50 = z, c51 = z;
+    __m256 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z, c41 = z,
+           c50 = z, c51 = z;
     const float *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
                 *x3 = M > 3 ? x[3] : x0, *x4 = M > 4 ? x[4] : x0, *x5 = M > 5 ? x[5] : x0;
 #define LD(m, a, b)                                                                                \
     if (M > m) {                                                                                   \
-        a = _mm256_loadu_ps(C + (size_t)(m) * ldc);                                                \
-        b = _mm256_loadu_ps(C + (size_t)(m) * ldc + 8);                                            \
+        a = _mm256_loadu_ps(C + (size_t)(m)*ldc);                                                  \
+        b = _mm256_loadu_ps(C + (size_t)(m)*ldc + 8);                                              \
     }
     if (accumulate) {
-        LD(0, c00, c01) LD(1, c10, c11) LD(2, c20, c21) LD(3, c30, c31) LD(4, c40, c41)
-        LD(5, c50, c51)
+        LD(0, c00, c01)
+        LD(1, c10, c11) LD(2, c20, c21) LD(3, c30, c31) LD(4, c40, c41) LD(5, c50, c51)
     }
 #undef LD
     for (size_t k = 0; k < nk; k++) {
@@ -464,17 +464,17 @@ AI void tile_impl(const float *P, size_t nk, const float *const *x, float *C, si
         FMA(a, p0, xb_);                                                                           \
         FMA(b, p1, xb_);                                                                           \
     }
-        ROW(0, x0, c00, c01) ROW(1, x1, c10, c11) ROW(2, x2, c20, c21) ROW(3, x3, c30, c31)
-        ROW(4, x4, c40, c41) ROW(5, x5, c50, c51)
+        ROW(0, x0, c00, c01)
+        ROW(1, x1, c10, c11) ROW(2, x2, c20, c21) ROW(3, x3, c30, c31) ROW(4, x4, c40, c41)
+            ROW(5, x5, c50, c51)
 #undef ROW
     }
 #define ST(m, a, b)                                                                                \
     if (M > m) {                                                                                   \
-        _mm256_storeu_ps(C + (size_t)(m) * ldc, a);                                                \
-        _mm256_storeu_ps(C + (size_t)(m) * ldc + 8, b);                                            \
+        _mm256_storeu_ps(C + (size_t)(m)*ldc, a);                                                  \
+        _mm256_storeu_ps(C + (size_t)(m)*ldc + 8, b);                                              \
     }
-    ST(0, c00, c01) ST(1, c10, c11) ST(2, c20, c21) ST(3, c30, c31) ST(4, c40, c41)
-    ST(5, c50, c51)
+    ST(0, c00, c01) ST(1, c10, c11) ST(2, c20, c21) ST(3, c30, c31) ST(4, c40, c41) ST(5, c50, c51)
 #undef ST
 }
 
@@ -525,7 +525,7 @@ AI __m256 qdq_int8_v(__m256 x, __m256 s) {
     const __m256 ord = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
     __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
-    r = _mm256_add_ps(r, _mm256_setzero_ps()); /* -0 -> +0, as the int8 code */
+    r = _mm256_add_ps(r, _mm256_setzero_ps());      /* -0 -> +0, as the int8 code */
     return _mm256_mul_ps(_mm256_and_ps(r, ord), s); /* NaN -> code 0 (then times s) */
 }
 
@@ -540,14 +540,13 @@ static void qdq_int8(const float *x, size_t n, float s, float *out) {
 AI __m256 e4m3_round_mag(__m256 a) {
     const __m256i bits = _mm256_castps_si256(a);
     const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 20), _mm256_set1_epi32(1));
-    const __m256i rn = _mm256_and_si256(
-        _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFFF)), odd),
-        _mm256_set1_epi32((int)0xFFF00000u));
+    const __m256i rn =
+        _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFFF)), odd),
+                         _mm256_set1_epi32((int)0xFFF00000u));
     /* below 2^-6 the grid is the subnormal step 2^-9 */
-    const __m256 rs = _mm256_mul_ps(
-        _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(512.0f)),
-                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-        _mm256_set1_ps(1.0f / 512.0f));
+    const __m256 rs = _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(512.0f)),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                    _mm256_set1_ps(1.0f / 512.0f));
     const __m256 small = _mm256_cmp_ps(a, _mm256_set1_ps(0x1p-6f), _CMP_LT_OQ);
     return _mm256_blendv_ps(_mm256_castsi256_ps(rn), rs, small);
 }
@@ -556,7 +555,8 @@ AI __m256 e4m3_round_mag(__m256 a) {
 AI __m256 qdq_fp8_v(__m256 x, __m256 s) {
     const __m256 v = _mm256_div_ps(x, s);
     const __m256 ord = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
-    const __m256 c = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-448.0f)), _mm256_set1_ps(448.0f));
+    const __m256 c =
+        _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-448.0f)), _mm256_set1_ps(448.0f));
     const __m256 sign = _mm256_and_ps(c, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)));
     const __m256 q = _mm256_or_ps(e4m3_round_mag(absps(c)), sign);
     return _mm256_mul_ps(_mm256_and_ps(q, ord), s); /* NaN -> code 0 (then times s) */
@@ -579,9 +579,9 @@ AI __m256 qdq_fp4_v(__m256 x, __m256 eff) {
     const __m256 a = absps(c);
     const __m256i bits = _mm256_castps_si256(a);
     const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 22), _mm256_set1_epi32(1));
-    const __m256i rn = _mm256_and_si256(
-        _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x1FFFFF)), odd),
-        _mm256_set1_epi32((int)0xFFC00000u));
+    const __m256i rn =
+        _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x1FFFFF)), odd),
+                         _mm256_set1_epi32((int)0xFFC00000u));
     const __m256 rs = _mm256_mul_ps(
         _mm256_round_ps(_mm256_add_ps(a, a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
         _mm256_set1_ps(0.5f));
@@ -600,9 +600,12 @@ AI __m256 hmax8(const __m256 a[8]) {
         p[i] = _mm256_max_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]),
                              _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
     }
-    const __m256 b0 = _mm256_max_ps(_mm256_shuffle_ps(p[0], p[1], 0x44), _mm256_shuffle_ps(p[0], p[1], 0xEE));
-    const __m256 b1 = _mm256_max_ps(_mm256_shuffle_ps(p[2], p[3], 0x44), _mm256_shuffle_ps(p[2], p[3], 0xEE));
-    return _mm256_max_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31));
+    const __m256 b0 =
+        _mm256_max_ps(_mm256_shuffle_ps(p[0], p[1], 0x44), _mm256_shuffle_ps(p[0], p[1], 0xEE));
+    const __m256 b1 =
+        _mm256_max_ps(_mm256_shuffle_ps(p[2], p[3], 0x44), _mm256_shuffle_ps(p[2], p[3], 0xEE));
+    return _mm256_max_ps(_mm256_permute2f128_ps(b0, b1, 0x20),
+                         _mm256_permute2f128_ps(b0, b1, 0x31));
 }
 
 static void qdq_nvfp4(const float *x, size_t n, float gsc, float *out) {
@@ -614,8 +617,9 @@ static void qdq_nvfp4(const float *x, size_t n, float gsc, float *out) {
             if (j < ng) {
                 const float *p = x + i0 + 16 * j;
                 /* NaN lanes become 0 (max returns its second operand) */
-                m[j] = _mm256_max_ps(_mm256_max_ps(absps(_mm256_loadu_ps(p)), _mm256_setzero_ps()),
-                                     _mm256_max_ps(absps(_mm256_loadu_ps(p + 8)), _mm256_setzero_ps()));
+                m[j] = _mm256_max_ps(
+                    _mm256_max_ps(absps(_mm256_loadu_ps(p)), _mm256_setzero_ps()),
+                    _mm256_max_ps(absps(_mm256_loadu_ps(p + 8)), _mm256_setzero_ps()));
             } else {
                 m[j] = _mm256_setzero_ps();
             }
@@ -656,7 +660,8 @@ AI __m256 exp_ps(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), over);
 }
@@ -691,7 +696,8 @@ static void axpy(float *acc, const float *y, float w, size_t n) {
 static void bf16_to_f32(const uint16_t *src, size_t n, float *dst) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(src + i)));
+        const __m256i h =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(src + i)));
         _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
     }
     for (; i < n; i++) dst[i] = moeq__bf16_to_f32(src[i]);

@@ -322,8 +322,12 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
     }
     const moeq__proj *pg = &l->projs[it->e * 3 + MOEQ__GATE], *pu = &l->projs[it->e * 3 + MOEQ__UP];
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
-        if (M > MOEQ__GEMV_MAX && pu->w.kind == MOEQ__QW_PACKED) {
-            prefetch_cols(&pu->pk, (size_t)b, 0, 2 * KB); /* up's block comes next */
+        if (M > MOEQ__GEMV_MAX && l->all_packed) {
+            /* up's block comes next; the following blocks soon after, here or
+             * on another core (L3 is shared) */
+            prefetch_cols(&pu->pk, (size_t)b, 0, 2 * KB);
+            prefetch_cols(&pg->pk, (size_t)b + 1, 0, 2 * KB);
+            prefetch_cols(&pu->pk, (size_t)b + 1, 0, 2 * KB);
         }
         proj_block(f, t, pg, (size_t)b, M, t->xr, t->Cg);
         proj_block(f, t, pu, (size_t)b, M, t->xr, t->Cu);
@@ -352,6 +356,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     for (size_t m = 0; m < M; m++) t->xr[m] = f->A + (r0 + m) * f->I;
     const moeq__proj *pd = &l->projs[it->e * 3 + MOEQ__DOWN];
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
+        if (M > MOEQ__GEMV_MAX && l->all_packed) prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB);
         proj_block(f, t, pd, (size_t)b, M, t->xr, t->Cg);
         size_t h0 = (size_t)b * 16, nh = f->H - h0 < 16 ? f->H - h0 : 16;
         for (size_t m = 0; m < M; m++) {

@@ -220,8 +220,11 @@ typedef enum moeq__qw_kind {
     MOEQ__QW_F32 = 7,          /* unquantized weights: the value itself, scale NULL */
     MOEQ__QW_F16 = 8,
     MOEQ__QW_BF16 = 9,
-    MOEQ__QW_F64 = 10
+    MOEQ__QW_F64 = 10,
+    MOEQ__QW_PACKED = 11 /* the kernels' blocked layout (moeq__packed, see packed.c) */
 } moeq__qw_kind;
+
+struct moeq__packed;
 
 /* A quantized weight ready for the kernel: codes in place, scales already
  * decoded to f32 (bf16/f16 widened, E4M3 decoded, E8M0 -> 2^(e-127), NVFP4
@@ -237,6 +240,8 @@ typedef struct moeq__qweight {
     const float *scale;      /* [grid.rows * grid.cols]; NULL for the float kinds */
     const float *zero_point; /* NULL (symmetric) or [grid.rows * grid.cols] integers */
     const int32_t *g_idx;    /* NULL, or [cols] scale column per weight column, < grid.cols */
+    const struct moeq__packed *pk; /* PACKED: codes and scales live here (scale, zero_point,
+                                      g_idx and codes are unused) */
 } moeq__qweight;
 
 /* Decodes codes [first, first+n) of row r to floats, before scaling
@@ -371,5 +376,126 @@ void moeq__sgemm_nt(const float *a, const float *b, size_t m, size_t n, size_t k
  * (caller's buffer), then y[m, rows] = x[m, cols] . w^T with sgemm. */
 void moeq__matmul_dequant_ref(const moeq__qweight *w, const float *x, size_t m,
                               float *w_f32, float *y);
+
+/* ------------------------------------------------------------------------ */
+/* packed.c: the blocked weight layout the fast kernels stream                */
+/* ------------------------------------------------------------------------ */
+
+/* Rows are grouped in blocks of 16 (the last block padded with zero codes and
+ * scales).  Inside a block the codes of one column k for all 16 rows are
+ * adjacent, so one load feeds 16 output rows:
+ *   NIB  (4-bit codes, decoded through lut[16]): 32-byte chunks of 4 columns;
+ *        byte i of the chunk of columns 4j..4j+3 (q = i & 15) holds, in its low
+ *        nibble, column 4j + (q >> 3), row 8 * (q & 1) + ((q >> 1) & 3) +
+ *        4 * (i >> 4), and in its high nibble the same row at column
+ *        4j + 2 + (q >> 3) (the order the AVX2 decode produces);
+ *   I8, E4M3 (one byte per code): 16 bytes per column, row r at byte r.
+ * Scales: one per (row, group of gsize columns), stored [block][group][16] in
+ * the narrowest form that holds every value exactly (scale_kind).
+ * Values are kept in "kernel units": code value kv and scale ks with
+ * kv * ks == the reference's code * scale exactly (E4M3 codes are read as
+ * value * 2^-8 and their scales as scale * 2^8, which is how the SIMD kernels
+ * decode them through F16C). */
+#define MOEQ__PK_ROWS 16
+#define MOEQ__PK_KALIGN 8 /* cols and gsize are multiples of this */
+
+typedef enum moeq__pk_code { MOEQ__PK_NIB = 0, MOEQ__PK_I8 = 1, MOEQ__PK_E4M3 = 2 } moeq__pk_code;
+typedef enum moeq__pk_scale {
+    MOEQ__PS_F32 = 0,
+    MOEQ__PS_F16 = 1,
+    MOEQ__PS_BF16 = 2,
+    MOEQ__PS_E4M3_DIV = 3, /* e4m3(byte) / gdiv, in f32 (NVFP4's local / global) */
+    MOEQ__PS_E8M0 = 4      /* 2^(byte - 127) */
+} moeq__pk_scale;
+
+typedef struct moeq__packed {
+    int32_t code;       /* moeq__pk_code */
+    int32_t scale_kind; /* moeq__pk_scale */
+    size_t rows, cols;
+    size_t blocks;        /* ceil(rows / 16) */
+    size_t gsize, groups; /* cols == gsize * groups */
+    size_t blk_code_bytes, blk_scale_bytes;
+    const uint8_t *codes;  /* [blocks][blk_code_bytes] */
+    const uint8_t *scales; /* [blocks][groups][16] of scale_kind */
+    float gdiv;            /* E4M3_DIV divisor */
+    float scale_mul;       /* ks = decoded scale * scale_mul (256 for E4M3 codes, else 1) */
+    float lut[16];         /* NIB: kernel value of each nibble */
+    uint8_t lut_bf16[2][16]; /* NIB: low and high byte of the bfloat16 of lut[i] (exact) */
+} moeq__packed;
+
+/* Bytes per element of a scale kind. */
+size_t moeq__pk_scale_size(int32_t scale_kind);
+/* Plans the packed form of w (codes of kind INT_PACKED <= 8 bits, INT4_NIBBLES,
+ * E2M1, I8 or E4M3; no zero point or g_idx; cols and the scale group a
+ * multiple of 8; scales exactly representable in one of the kinds above).
+ * gdiv_hint > 0 proposes the E4M3_DIV divisor.  Fills everything but the
+ * codes/scales pointers.  Returns false when w cannot be packed. */
+bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *out);
+/* Writes the codes ([blocks * blk_code_bytes]) and scales
+ * ([blocks * blk_scale_bytes]) of a planned w.  row_buf: cols bytes. */
+void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *codes,
+                   uint8_t *scales, uint8_t *row_buf);
+/* Kernel units of one element / one scale (row r, column c, group g). */
+float moeq__pk_kv(const moeq__packed *pk, size_t r, size_t c);
+float moeq__pk_ks(const moeq__packed *pk, size_t r, size_t g);
+/* The reference decode of a packed weight: the code's true value (before
+ * scaling), and out[i*cols + c] = kv * ks for rows row0.. (what
+ * moeq__dequant_ref returns for a PACKED qweight). */
+void moeq__pk_decode_row_ref(const moeq__packed *pk, size_t r, size_t first, size_t n,
+                             float *out);
+void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, float *out);
+
+/* ------------------------------------------------------------------------ */
+/* The fast kernels: a table per instruction set (kern_ref.c is portable C,   */
+/* kernels/x86/kern_avx2.c needs AVX2+FMA+F16C).  Each entry of the AVX2      */
+/* table is tested against the portable one (tests/check_simd.c).            */
+/* ------------------------------------------------------------------------ */
+
+#define MOEQ__GEMV_MAX 4 /* tokens per gemv call */
+#define MOEQ__TILE_MAX 6 /* tokens per tile call */
+
+typedef struct moeq__kern {
+    const char *name;
+    /* P[k - k0][r] = kv * ks of row blk*16 + r, column k, for k in [k0, k0 + nk);
+     * k0 and nk multiples of 8.  Exact: equal to moeq__pk_dequant_ref. */
+    void (*panel)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P);
+    /* y[m*ldy + r] = sum_k x[m][k] * w(blk*16 + r, k) for m < M <= 4, r < 16, in
+     * a fixed order: per scale group, partial sums of kv*x over k in `phases`
+     * interleaved chains (4 for M = 1, 2 for M = 2, else 1) added pairwise,
+     * then total = fma(partial, ks, total).  E4M3_DIV scales enter undivided
+     * (e4m3(b) * 2^-8 * scale_mul) and the totals are divided once by
+     * gdiv * 2^-8 at the end.  Bit-identical across tables. */
+    void (*gemv)(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
+                 size_t ldy);
+    /* C[m*ldc + r] = (accumulate ? C : 0) + sum_{k < nk} x[m][k] * P[k*16 + r],
+     * each element one fused multiply-add chain in k order; M <= 6. */
+    void (*tile)(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
+                 int accumulate);
+    /* max |x[i]| (NaN ignored); the activation quantize-dequantize steps
+     * exactly as moeq__actq_*_ref followed by moeq__actdq_*_ref. */
+    float (*amax)(const float *x, size_t n);
+    void (*qdq_int8)(const float *x, size_t n, float s, float *out);
+    void (*qdq_fp8)(const float *x, size_t n, float s, float *out);
+    /* one row of n values (n a multiple of 16), NVFP4 with global scale gsc */
+    void (*qdq_nvfp4)(const float *x, size_t n, float gsc, float *out);
+    /* a[i] = silu(g) * u with g = min(g[i], limit), u = clamp(u[i], +-limit) when
+     * limit > 0; silu(g) = g / (1 + exp(-g)).  The SIMD tables use their own
+     * exp (within 2 ulp of expf), so this one entry is not bit-exact. */
+    void (*silu_mul)(const float *g, const float *u, float *a, size_t n, float limit);
+    /* acc[i] = acc[i] + w * y[i] (a product, then a sum: no fused multiply-add) */
+    void (*axpy)(float *acc, const float *y, float w, size_t n);
+    /* bf16 <-> f32 (moeq__bf16_to_f32 / moeq__f32_to_bf16 element by element) */
+    void (*bf16_to_f32)(const uint16_t *src, size_t n, float *dst);
+    void (*f32_to_bf16)(const float *src, size_t n, uint16_t *dst);
+} moeq__kern;
+
+extern const moeq__kern moeq__kern_portable;
+#if defined(MOEQ_HAVE_X86) && MOEQ_HAVE_X86
+extern const moeq__kern moeq__kern_avx2;
+#endif
+/* cpu.c: true when the CPU and OS run AVX2, FMA and F16C code. */
+bool moeq__cpu_has_avx2(void);
+/* The best table this CPU runs (portable when `portable_only`). */
+const moeq__kern *moeq__kern_best(bool portable_only);
 
 #endif /* MOEQ_KERNELS_H */

@@ -839,6 +839,7 @@ moeq_status moeq_moe_finalize(moeq_moe *l, moeq_error *err) {
     l->projs = moeq__calloc(nproj, sizeof *l->projs);
     if (!l->projs) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing");
     moeq_status st = l->scheme->finalize(l, err);
+    if (st == MOEQ_STATUS_OK) st = moeq__moe_pack(l, err);
     if (st != MOEQ_STATUS_OK) {
         /* Leave the layer as it was so the caller may fix and retry. */
         for (moeq__block *b = l->blocks; b;) {

@@ -55,7 +55,8 @@ typedef enum moeq__act_kind {
 
 /* One projection of one expert, ready for the kernels. */
 typedef struct moeq__proj {
-    moeq__qweight w;   /* [rows = out, cols = in] */
+    moeq__qweight w;   /* [rows = out, cols = in]; PACKED points at pk */
+    moeq__packed pk;   /* the blocked layout, when w.kind is PACKED */
     float act_scale;   /* STATIC kinds: the input scale; NVFP4: the input global scale */
     const float *bias; /* [rows] or NULL */
 } moeq__proj;
@@ -84,6 +85,7 @@ struct moeq_moe {
     int32_t act_kind;  /* moeq__act_kind, the same for every projection */
     int32_t act_group; /* FP8_GROUP: columns per scale */
     moeq__proj *projs; /* [E_local * 3]: gate, up, down of each expert */
+    bool all_packed;   /* every projection is PACKED (moe_pack.c) */
     moeq__block *blocks;
 };
 
@@ -151,7 +153,55 @@ moeq_status moeq__moe_act_kind(const moeq_moe *l, int32_t *kind, int32_t *group,
 /* The name of an expert's projection for messages: "<prefix>.<e>.<proj>". */
 void moeq__moe_module_name(const moeq_moe *l, int32_t local_e, int32_t shard, char *buf, size_t n);
 
-/* The generic apply slot (moe_apply.c). */
+/* ---- apply ------------------------------------------------------------------------ */
+
+/* One moeq_moe_apply call, as the scheme's apply slot receives it. */
+typedef struct moeq__apply_io {
+    moeq_ctx *ctx;
+    int32_t x_dtype;
+    const void *x;
+    int64_t tokens;
+    int32_t top_k;
+    const int32_t *ids;
+    const float *weights;
+    int32_t out_dtype;
+    void *out;
+} moeq__apply_io;
+
+struct moeq__pool;
+struct moeq_ctx {
+    int32_t threads;
+    int32_t force_ref;       /* the reference forward (moe_apply.c) only */
+    const moeq__kern *kern;  /* the fast path's kernels, picked for this CPU */
+    struct moeq__pool *pool; /* threads - 1 workers; NULL for one thread or force_ref */
+    void *scratch;
+    size_t scratch_cap;
+};
+
+/* Grow-only scratch: at least n bytes, valid until the next call. */
+void *moeq__ctx_scratch(moeq_ctx *c, size_t n);
+
+/* The generic apply slot (moe_apply.c): the fast path (moe_fast.c) unless
+ * the context pins the reference forward. */
 moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io, moeq_error *err);
+moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_error *err);
+
+/* Shared by both forwards (moe_apply.c). */
+void moeq__act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,
+                          float tensor_scale, float act_scale, void *codes, float *scales);
+void moeq__gated_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,
+                     size_t n);
+/* Bytes of activation codes (and FP4 scale bytes) of rows x cols. */
+size_t moeq__act_codes_bound(size_t rows, size_t cols);
+
+/* ---- packing (moe_pack.c) ------------------------------------------------------------ */
+
+/* After the scheme's finalize: moves every projection the kernels can stream
+ * into the blocked layout (kernels.h, moeq__packed) and, when all of them
+ * moved, frees the loaded parameters and the copies finalize made. */
+moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err);
+/* Bytes the fast path reads for expert e (codes and scales of its three
+ * projections, biases excluded). */
+size_t moeq__moe_expert_bytes(const moeq_moe *l, int32_t e);
 
 #endif /* MOEQ_MOE_H */

@@ -17,29 +17,12 @@
  * would be without it.  moeq_moe_apply_reference follows the same rule.
  */
 #include "moe.h"
+#include "pool.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct moeq__apply_io {
-    moeq_ctx *ctx;
-    int32_t x_dtype;
-    const void *x;
-    int64_t tokens;
-    int32_t top_k;
-    const int32_t *ids;
-    const float *weights;
-    int32_t out_dtype;
-    void *out;
-} moeq__apply_io;
-
-struct moeq_ctx {
-    int32_t threads;
-    int32_t force_ref;
-    void *scratch;
-    size_t scratch_cap;
-};
 
 /* ---- context ----------------------------------------------------------------- */
 
@@ -55,18 +38,28 @@ moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out, moeq_e
     c->threads = threads ? threads : 1;
     const char *env = getenv("MOEQ_FORCE_REF");
     c->force_ref = (opts && opts->force_ref) || (env && env[0] == '1');
+    c->kern = moeq__kern_best(false);
+    moeq_status st = MOEQ_STATUS_OK;
+    if (!c->force_ref && c->threads > 1) {
+        c->pool = moeq__pool_create(c->threads, &st);
+        if (!c->pool) {
+            moeq__free(c);
+            return moeq__error(err, st, "could not start %d threads for a context",
+                               (int)threads);
+        }
+    }
     *out = c;
     return MOEQ_STATUS_OK;
 }
 
 void moeq_ctx_destroy(moeq_ctx *c) {
     if (!c) return;
+    moeq__pool_destroy(c->pool);
     moeq__free(c->scratch);
     moeq__free(c);
 }
 
-/* Grow-only scratch: returns at least n bytes, valid until the next call. */
-static void *ctx_scratch(moeq_ctx *c, size_t n) {
+void *moeq__ctx_scratch(moeq_ctx *c, size_t n) {
     if (n <= c->scratch_cap) return c->scratch;
     void *p = moeq__realloc(c->scratch, n);
     if (!p) return NULL;
@@ -166,8 +159,8 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
  * the dequantized values back in place.  `tensor_scale` is the per-call scale
  * of the TENSOR kinds; `act_scale` the static scale or NVFP4 global scale.
  * codes/scales: scratch of at least m*k bytes and m*ceil(k/16) floats. */
-static void act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,
-                           float tensor_scale, float act_scale, void *codes, float *scales) {
+void moeq__act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,
+                          float tensor_scale, float act_scale, void *codes, float *scales) {
     switch (kind) {
         case MOEQ__ACT_NONE: return;
         case MOEQ__ACT_INT8_TOKEN:
@@ -278,8 +271,8 @@ static float gelu_tanh(float x) {
 }
 
 /* a[j] = act(gate[j], up[j]). */
-static void gated_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,
-                      size_t n) {
+void moeq__gated_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,
+                     size_t n) {
     float lim = c->swiglu_limit;
     for (size_t j = 0; j < n; j++) {
         float g = gate[j], u = up[j];
@@ -305,7 +298,7 @@ static void gated_act(const moeq_moe_config *c, const float *gate, const float *
 
 /* Activation codes of up to `rows` rows of `cols` values: one byte each
  * (int8/FP8), or half a byte plus a scale byte per 16 (FP4). */
-static size_t rows_bound_bytes(size_t rows, size_t cols) {
+size_t moeq__act_codes_bound(size_t rows, size_t cols) {
     return rows * (cols + cols / 16 + 2) + 64;
 }
 
@@ -313,6 +306,7 @@ static size_t rows_bound_bytes(size_t rows, size_t cols) {
 
 moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error *err) {
     moeq__apply_io *io = io_ptr;
+    if (!io->ctx->force_ref) return moeq__moe_apply_fast(l, io, err);
     const moeq_moe_config *c = &l->cfg;
     size_t T = (size_t)io->tokens, k = (size_t)io->top_k;
     size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
@@ -321,7 +315,7 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
 
     /* Scratch: one block carved into aligned pieces. */
     size_t maxK = H > I ? H : I;
-    size_t code_bytes = rows_bound_bytes(pairs, maxK);
+    size_t code_bytes = moeq__act_codes_bound(pairs, maxK);
     size_t scale_floats =
         pairs *
         (l->act_kind == MOEQ__ACT_FP8_GROUP ? maxK / (size_t)l->act_group + 2 : maxK / 16 + 2);
@@ -335,7 +329,7 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
         at[i] = total;
         total += (need[i] + 63) & ~(size_t)63;
     }
-    uint8_t *base = ctx_scratch(io->ctx, total);
+    uint8_t *base = moeq__ctx_scratch(io->ctx, total);
     if (!base) {
         return moeq__error(err, MOEQ_STATUS_NOMEM, "%s: out of memory (%zu bytes of scratch)",
                            l->prefix ? l->prefix : "MoE layer", total);
@@ -388,7 +382,8 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
         if (!n) continue;
         const moeq__proj *pg = &l->projs[e * 3 + MOEQ__GATE], *pu = &l->projs[e * 3 + MOEQ__UP];
         float *Xe = X + r0 * H;
-        act_quant_rows(l->act_kind, l->act_group, Xe, n, H, ts1, pg->act_scale, codes, scales);
+        moeq__act_quant_rows(l->act_kind, l->act_group, Xe, n, H, ts1, pg->act_scale, codes,
+                             scales);
         matmul_ref(&pg->w, Xe, n, gate + r0 * I, rows_buf);
         matmul_ref(&pu->w, Xe, n, up + r0 * I, rows_buf);
         for (size_t i = 0; i < n; i++) {
@@ -399,7 +394,7 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
             if (pu->bias) {
                 for (size_t j = 0; j < I; j++) ui[j] += pu->bias[j];
             }
-            gated_act(c, gi, ui, gi, I); /* a overwrites gate */
+            moeq__gated_act(c, gi, ui, gi, I); /* a overwrites gate */
             if (!all_finite(gi, I)) bad[(size_t)order[r0 + i] / k] = 1;
         }
     }
@@ -411,7 +406,8 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
         if (!n) continue;
         const moeq__proj *pd = &l->projs[e * 3 + MOEQ__DOWN];
         float *Ae = A + r0 * I;
-        act_quant_rows(l->act_kind, l->act_group, Ae, n, I, ts2, pd->act_scale, codes, scales);
+        moeq__act_quant_rows(l->act_kind, l->act_group, Ae, n, I, ts2, pd->act_scale, codes,
+                             scales);
         matmul_ref(&pd->w, Ae, n, Y + r0 * H, rows_buf);
         if (pd->bias) {
             for (size_t i = 0; i < n; i++) {
@@ -492,7 +488,7 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
     double *row = moeq__malloc(2 * maxK * sizeof(double));
     float *W[3] = {moeq__malloc(I * H * sizeof(float)), moeq__malloc(I * H * sizeof(float)),
                    moeq__malloc(H * I * sizeof(float))};
-    void *codes = moeq__malloc(rows_bound_bytes(1, maxK));
+    void *codes = moeq__malloc(moeq__act_codes_bound(1, maxK));
     float *scales = moeq__malloc((maxK + 2) * sizeof(float));
     uint8_t *bad = moeq__calloc(T, 1);
     if (!xf || !X || !A || !Y || !row || !W[0] || !W[1] || !W[2] || !codes || !scales || !bad) {
@@ -528,7 +524,8 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
                 dequantized = true;
             }
             float *xp = X + p * H;
-            act_quant_rows(l->act_kind, l->act_group, xp, 1, H, ts1, pg->act_scale, codes, scales);
+            moeq__act_quant_rows(l->act_kind, l->act_group, xp, 1, H, ts1, pg->act_scale, codes,
+                                 scales);
             matvec_f64(W[0], I, H, xp, row);
             matvec_f64(W[1], I, H, xp, row + maxK);
             for (size_t j = 0; j < I; j++) {
@@ -560,7 +557,8 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
                 dequantized = true;
             }
             float *ap = A + p * I;
-            act_quant_rows(l->act_kind, l->act_group, ap, 1, I, ts2, pd->act_scale, codes, scales);
+            moeq__act_quant_rows(l->act_kind, l->act_group, ap, 1, I, ts2, pd->act_scale, codes,
+                                 scales);
             matvec_f64(W[2], H, I, ap, Y + p * H);
             if (pd->bias) {
                 for (size_t h = 0; h < H; h++) Y[p * H + h] += (double)pd->bias[h];

@@ -10,10 +10,16 @@
  * Also: bf16/f16 inputs and outputs, biases and activations, routing weight
  * on input and routed scaling, expert parallelism (two halves sum to the
  * whole), and bit-identical results across repeated runs and thread counts.
+ *
+ * moeq_moe_apply runs the fast path unless the context pins the reference
+ * forward (force_ref): every case also compares the two, with few and with
+ * many rows per expert (the gemv and the panel kernels), and checks that the
+ * fast path gives the same bits with 1, 2 and 3 threads.
  */
 #include "test_util.h"
 #include "internal.h"
 #include "kernels.h"
+#include "moe.h" /* struct moeq_ctx: a context on the portable kernels */
 
 #include <math.h>
 
@@ -497,6 +503,204 @@ START_TEST(test_scheme_against_reference) {
 }
 END_TEST
 
+/* The fast path against the reference forward (force_ref) on few and many
+ * rows per expert; 1, 2 and 3 threads give identical bits; the portable
+ * kernels (what CPUs without AVX2 run) agree too. */
+START_TEST(test_fast_vs_reference) {
+    const moe_case *c = &k_cases[_i];
+    built b;
+    build(c, NULL, 0, NULL, &b);
+    enum { TB = 45 };
+    static float xb[TB * H];
+    static int32_t ids[TB * K];
+    static float wts[TB * K];
+    g_rng = 0x5EEDu + (uint64_t)_i;
+    for (int i = 0; i < TB * H; i++) xb[i] = bf16(gauss());
+    for (int t = 0; t < TB; t++) {
+        int a = (int)(uniform() * E), b2 = (a + 1 + (int)(uniform() * (E - 1))) % E;
+        ids[t * K] = a;
+        ids[t * K + 1] = t % 9 == 4 ? -1 : b2; /* an empty slot now and then */
+        wts[t * K] = (float)uniform();
+        wts[t * K + 1] = 1.0f - wts[t * K];
+    }
+    moeq_error err;
+    moeq_ctx *ref = NULL, *fast[3] = {NULL, NULL, NULL}, *portable = NULL;
+    moeq_ctx_options ro = {2, 1}, po = {2, 0};
+    ck_assert_ok(moeq_ctx_create(&ro, &ref, &err), &err);
+    for (int i = 0; i < 3; i++) {
+        moeq_ctx_options fo = {i + 1, 0};
+        ck_assert_ok(moeq_ctx_create(&fo, &fast[i], &err), &err);
+    }
+    ck_assert_ok(moeq_ctx_create(&po, &portable, &err), &err);
+    portable->kern = &moeq__kern_portable;
+    static const int tokens[] = {1, 3, T, TB};
+    for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++) {
+        int n = tokens[ti];
+        static float y_ref[TB * H], y[3][TB * H];
+        static double y64[TB * H];
+        ck_assert_ok(moeq_moe_apply(b.layer, ref, MOEQ_DTYPE_F32, xb, n, K, ids, wts,
+                                    MOEQ_DTYPE_F32, y_ref, &err),
+                     &err);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_ok(moeq_moe_apply(b.layer, fast[i], MOEQ_DTYPE_F32, xb, n, K, ids, wts,
+                                        MOEQ_DTYPE_F32, y[i], &err),
+                         &err);
+        }
+        ck_assert_msg(memcmp(y[0], y[1], sizeof(float) * (size_t)(n * H)) == 0,
+                      "%s (case %d, %d tokens): 1 and 2 threads differ", c->scheme, _i, n);
+        ck_assert_msg(memcmp(y[0], y[2], sizeof(float) * (size_t)(n * H)) == 0,
+                      "%s (case %d, %d tokens): 1 and 3 threads differ", c->scheme, _i, n);
+        double ref_d[TB * H];
+        for (int i = 0; i < n * H; i++) ref_d[i] = y_ref[i];
+        double e = rel_error(y[0], ref_d, (size_t)(n * H));
+        ck_assert_ok(moeq_moe_apply_reference(b.layer, MOEQ_DTYPE_F32, xb, n, K, ids, wts, y64,
+                                              &err),
+                     &err);
+        double e64 = rel_error(y[0], y64, (size_t)(n * H));
+        if (ti == sizeof tokens / sizeof tokens[0] - 1) {
+            printf("%-15s %-22s fast vs reference forward %.2e, vs float64 %.2e (%d tokens)\n",
+                   c->scheme, c->format, e, e64, n);
+        }
+        ck_assert_msg(e <= c->tolerance, "%s (case %d, %d tokens): fast vs reference %g > %g",
+                      c->scheme, _i, n, e, c->tolerance);
+        ck_assert_msg(e64 <= c->tolerance, "%s (case %d, %d tokens): fast vs float64 %g > %g",
+                      c->scheme, _i, n, e64, c->tolerance);
+        static float y_port[TB * H];
+        ck_assert_ok(moeq_moe_apply(b.layer, portable, MOEQ_DTYPE_F32, xb, n, K, ids, wts,
+                                    MOEQ_DTYPE_F32, y_port, &err),
+                     &err);
+        double ep = rel_error(y_port, ref_d, (size_t)(n * H));
+        ck_assert_msg(ep <= c->tolerance, "%s (case %d, %d tokens): portable vs reference %g > %g",
+                      c->scheme, _i, n, ep, c->tolerance);
+    }
+    moeq_ctx_destroy(portable);
+    moeq_ctx_destroy(ref);
+    for (int i = 0; i < 3; i++) moeq_ctx_destroy(fast[i]);
+    free_built(&b);
+}
+END_TEST
+
+/* Sizes that are not multiples of the kernels' 16-row blocks (partial blocks)
+ * or of 8 columns (no packing: the generic panels): layers filled directly
+ * with random codes and scales, the fast path against force_ref and the
+ * float64 reference, 1 and 3 threads identical. */
+START_TEST(test_odd_sizes) {
+    static const struct {
+        const char *scheme, *weights, *inputs, *format;
+        int32_t h, i;
+        int packed;
+        double tolerance;
+    } v[] = {
+        {"w8a8_fp8", "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}", TOKEN_F8,
+         "float-quantized", 40, 24, 1, 2e-3},
+        {"w8a8_fp8", "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}", TOKEN_F8,
+         "float-quantized", 36, 20, 0, 2e-3},
+        {"wna16", "{\"num_bits\":4,\"group_size\":8}", "null", "pack-quantized", 56, 40, 1, 1e-5},
+        {"wna16", "{\"num_bits\":4,\"group_size\":4}", "null", "pack-quantized", 44, 28, 0, 1e-5},
+    };
+    moe_case mc_case = {v[_i].scheme, v[_i].weights, v[_i].inputs, v[_i].format, 0, 0, 0};
+    moeq_config *cfg = one_group(&mc_case);
+    moeq_error err;
+    moeq_resolution res;
+    ck_assert_ok(moeq_resolve_moe(cfg, "m.experts", E, NULL, NULL, &res, &err), &err);
+    moeq_selection sel;
+    ck_assert_ok(moeq_select(&res, "m.experts", NULL, &sel, &err), &err);
+    moeq_moe_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.scheme = sel.scheme;
+    mc.weights = res.weights;
+    mc.input_activations = res.input_activations;
+    mc.format = res.format;
+    mc.num_experts = E;
+    mc.hidden_size = v[_i].h;
+    mc.intermediate_size = v[_i].i;
+    mc.has_bias = 1;
+    moeq_moe *layer = NULL;
+    ck_assert_ok(moeq_moe_create(&mc, &layer, &err), &err);
+    g_rng = 0x0DDu + (uint64_t)_i;
+    for (uint32_t pi = 0; pi < layer->n_params; pi++) {
+        moeq__param *p = &layer->params[pi];
+        if (!p->pub.required || p->pub.layout == MOEQ_LAYOUT_DERIVED) continue;
+        bool w13 = strncmp(p->name, "w13_", 4) == 0;
+        size_t count = p->pub.nbytes / moeq_dtype_size(p->pub.dtype);
+        uint8_t *d = p->pub.data;
+        if (strstr(p->name, "weight_shape")) {
+            int64_t *s = p->pub.data;
+            for (size_t e = 0; e < count / 2; e++) {
+                s[2 * e] = w13 ? v[_i].i : v[_i].h;
+                s[2 * e + 1] = w13 ? v[_i].h : v[_i].i;
+            }
+        } else if (strstr(p->name, "scale") || strstr(p->name, "bias")) {
+            for (size_t j = 0; j < count; j++) {
+                float f = strstr(p->name, "bias") ? 0.1f * gauss() : (float)(0.01 + 0.02 * uniform());
+                if (p->pub.dtype == MOEQ_DTYPE_F32) {
+                    memcpy(d + 4 * j, &f, 4);
+                } else {
+                    uint16_t h16 = moeq__f32_to_bf16(f);
+                    memcpy(d + 2 * j, &h16, 2);
+                }
+            }
+        } else {
+            for (size_t j = 0; j < p->pub.nbytes; j++) {
+                d[j] = (uint8_t)(uniform() * 256);
+                if (p->pub.dtype == MOEQ_DTYPE_F8_E4M3 && (d[j] & 0x7F) == 0x7F) d[j] = 0x30;
+            }
+        }
+        memset(p->loaded, 1, (size_t)E * 2);
+    }
+    ck_assert_ok(moeq_moe_finalize(layer, &err), &err);
+    ck_assert_int_eq(layer->all_packed, v[_i].packed);
+    enum { TO = 21 };
+    size_t H2 = (size_t)v[_i].h;
+    float *x = malloc(sizeof(float) * TO * H2), *y1 = malloc(sizeof(float) * TO * H2),
+          *y3 = malloc(sizeof(float) * TO * H2), *yr = malloc(sizeof(float) * TO * H2);
+    double *y64 = malloc(sizeof(double) * TO * H2), *yrd = malloc(sizeof(double) * TO * H2);
+    int32_t ids[TO * K];
+    float wts[TO * K];
+    for (size_t i = 0; i < TO * H2; i++) x[i] = bf16(gauss());
+    for (int t = 0; t < TO; t++) {
+        ids[t * K] = t % E;
+        ids[t * K + 1] = (t < 16 ? 3 : t + 5) % E; /* expert 3 gets many rows: panels */
+        if (ids[t * K + 1] == ids[t * K]) ids[t * K + 1] = (ids[t * K] + 1) % E;
+        wts[t * K] = 0.7f;
+        wts[t * K + 1] = 0.3f;
+    }
+    moeq_ctx *c1 = NULL, *c3 = NULL, *cr = NULL;
+    moeq_ctx_options o1 = {1, 0}, o3 = {3, 0}, orf = {1, 1};
+    ck_assert_ok(moeq_ctx_create(&o1, &c1, &err), &err);
+    ck_assert_ok(moeq_ctx_create(&o3, &c3, &err), &err);
+    ck_assert_ok(moeq_ctx_create(&orf, &cr, &err), &err);
+    ck_assert_ok(moeq_moe_apply(layer, c1, MOEQ_DTYPE_F32, x, TO, K, ids, wts, MOEQ_DTYPE_F32, y1,
+                                &err),
+                 &err);
+    ck_assert_ok(moeq_moe_apply(layer, c3, MOEQ_DTYPE_F32, x, TO, K, ids, wts, MOEQ_DTYPE_F32, y3,
+                                &err),
+                 &err);
+    ck_assert_ok(moeq_moe_apply(layer, cr, MOEQ_DTYPE_F32, x, TO, K, ids, wts, MOEQ_DTYPE_F32, yr,
+                                &err),
+                 &err);
+    ck_assert_ok(moeq_moe_apply_reference(layer, MOEQ_DTYPE_F32, x, TO, K, ids, wts, y64, &err),
+                 &err);
+    ck_assert(memcmp(y1, y3, sizeof(float) * TO * H2) == 0);
+    for (size_t i = 0; i < TO * H2; i++) yrd[i] = yr[i];
+    double e = rel_error(y1, yrd, TO * H2), e64 = rel_error(y1, y64, TO * H2);
+    ck_assert_msg(e <= v[_i].tolerance && e64 <= v[_i].tolerance,
+                  "%s %dx%d: fast vs reference %g, vs float64 %g", v[_i].scheme, v[_i].h, v[_i].i,
+                  e, e64);
+    moeq_ctx_destroy(c1);
+    moeq_ctx_destroy(c3);
+    moeq_ctx_destroy(cr);
+    free(x);
+    free(y1);
+    free(y3);
+    free(yr);
+    free(y64);
+    free(yrd);
+    moeq_moe_destroy(layer);
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
 START_TEST(test_scheme_covered) {
     for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
         int seen = 0;
@@ -743,7 +947,9 @@ static Suite *moe_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_add_loop_test(tc, test_scheme_against_reference, 0,
                         (int)(sizeof k_cases / sizeof k_cases[0]));
+    tcase_add_loop_test(tc, test_fast_vs_reference, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_test(tc, test_scheme_covered);
+    tcase_add_loop_test(tc, test_odd_sizes, 0, 4);
     /* a weight-only, an activation-quantized and the NPU pair layout */
     tcase_add_loop_test(tc, test_expert_parallel_halves, 0, 1);
     tcase_add_loop_test(tc, test_expert_parallel_halves, 17, 18);

@@ -12,6 +12,10 @@
 
 void moeq__decode_row_ref(const moeq__qweight *w, size_t r, size_t first, size_t n,
                           float *out) {
+    if (w->kind == MOEQ__QW_PACKED) {
+        moeq__pk_decode_row_ref(w->pk, r, first, n, out);
+        return;
+    }
     const uint8_t *row = (const uint8_t *)w->codes + r * w->row_stride;
     switch (w->kind) {
         case MOEQ__QW_INT_PACKED: {
@@ -57,6 +61,10 @@ void moeq__decode_row_ref(const moeq__qweight *w, size_t r, size_t first, size_t
 }
 
 void moeq__dequant_ref(const moeq__qweight *w, size_t row0, size_t nrows, float *out) {
+    if (w->kind == MOEQ__QW_PACKED) { /* the same products, read from the blocked layout */
+        moeq__pk_dequant_ref(w->pk, row0, nrows, out);
+        return;
+    }
     const moeq__grid *g = &w->grid;
     if (!w->scale) { /* unquantized: the values as they are */
         for (size_t i = 0; i < nrows; i++) moeq__decode_row_ref(w, row0 + i, 0, w->cols, out + i * w->cols);

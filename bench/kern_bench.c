@@ -1,0 +1,269 @@
+/*
+ * kern_bench.c - throughput of the fast kernels alone, one thread: gemv
+ * (M = 1..4 tokens), panel decode and the f32 tile, for each code kind, on
+ * a weight that stays in L2 ("hot") and on one far above L3 ("cold").
+ * Prints figures; asserts nothing.
+ *
+ * usage: kern_bench [portable]
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t g_rng = 88172645463325252ull;
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+typedef struct wt {
+    moeq__packed pk;
+    uint8_t *mem;
+} wt;
+
+static float g_gdiv; /* > 0: NVFP4-style scales e4m3(b) / g_gdiv; < 0: MX powers of two */
+
+/* A packed [rows, cols] weight of `kind` with random codes and scales. */
+static void make(int kind, size_t rows, size_t cols, size_t gs, wt *w) {
+    moeq__qweight q;
+    memset(&q, 0, sizeof q);
+    q.rows = rows;
+    q.cols = cols;
+    size_t cb = kind == MOEQ__QW_INT4_NIBBLES || kind == MOEQ__QW_E2M1 ? cols / 2 : cols;
+    uint8_t *codes = malloc(rows * cb);
+    for (size_t i = 0; i < rows * cb; i++) codes[i] = (uint8_t)rnd();
+    if (kind == MOEQ__QW_E4M3) {
+        for (size_t i = 0; i < rows * cb; i++) {
+            if ((codes[i] & 0x7F) == 0x7F) codes[i] = 0x10;
+        }
+    }
+    q.kind = kind;
+    q.codes = codes;
+    q.row_stride = cb;
+    q.grid.rows = rows;
+    q.grid.cols = cols / gs;
+    q.grid.row_block = 1;
+    q.grid.col_block = gs;
+    float *scale = malloc(sizeof(float) * rows * (cols / gs));
+    for (size_t i = 0; i < rows * (cols / gs); i++) {
+        if (g_gdiv > 0) {
+            scale[i] = moeq__e4m3_to_f32((uint8_t)(0x20 + rnd() % 0x40)) / g_gdiv;
+        } else if (g_gdiv < 0) {
+            scale[i] = ldexpf(1.0f, -(int)(rnd() % 10));
+        } else {
+            scale[i] = moeq__bf16_to_f32(moeq__f32_to_bf16((float)(rnd() % 1000 + 1) * 1e-4f));
+        }
+    }
+    q.scale = scale;
+    if (!moeq__pk_plan(&q, g_gdiv > 0 ? g_gdiv : 0.0f, &w->pk)) {
+        fprintf(stderr, "cannot pack\n");
+        exit(1);
+    }
+    size_t total = w->pk.blocks * (w->pk.blk_code_bytes + w->pk.blk_scale_bytes);
+    w->mem = aligned_alloc(64, (total + 63) & ~(size_t)63);
+    uint8_t *buf = malloc(cols);
+    moeq__pk_fill(&q, &w->pk, w->mem, w->mem + w->pk.blocks * w->pk.blk_code_bytes, buf);
+    w->pk.codes = w->mem;
+    w->pk.scales = w->mem + w->pk.blocks * w->pk.blk_code_bytes;
+    free(buf);
+    free(codes);
+    free(scale);
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2,fma"))) static double fma_peak(void) {
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
+           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
+           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
+           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
+    const long iters = 20000000;
+    double t0 = now();
+    for (long it = 0; it < iters; it++) {
+        /* 12 independent chains: 12 FMAs per iteration, 2 per cycle at most */
+        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+        a0 = _mm256_fmadd_ps(a0, m, c);
+        a1 = _mm256_fmadd_ps(a1, m, c);
+        a2 = _mm256_fmadd_ps(a2, m, c);
+        a3 = _mm256_fmadd_ps(a3, m, c);
+        a4 = _mm256_fmadd_ps(a4, m, c);
+        a5 = _mm256_fmadd_ps(a5, m, c);
+        a6 = _mm256_fmadd_ps(a6, m, c);
+        a7 = _mm256_fmadd_ps(a7, m, c);
+        a8 = _mm256_fmadd_ps(a8, m, c);
+        a9 = _mm256_fmadd_ps(a9, m, c);
+        a10 = _mm256_fmadd_ps(a10, m, c);
+        a11 = _mm256_fmadd_ps(a11, m, c);
+    }
+    double dt = now() - t0;
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    float l[8];
+    _mm256_storeu_ps(l, s);
+    return (double)iters * 12 * 16 / dt / 1e9 + 0 * (double)l[0];
+}
+#else
+static double fma_peak(void) {
+    return NAN;
+}
+#endif
+
+int main(int argc, char **argv) {
+    const moeq__kern *K = moeq__kern_best(argc > 1 && !strcmp(argv[1], "portable"));
+    double pk = fma_peak();
+    for (int i = 0; i < 4; i++) printf("peak sample %.1f\n", fma_peak());
+    printf("kernels: %s; FMA peak now %.1f GFLOP/s (= %.2f GHz at 32 flop/cycle)\n", K->name, pk,
+           pk / 32);
+    const int kinds[] = {MOEQ__QW_INT4_NIBBLES, MOEQ__QW_E2M1, MOEQ__QW_I8,
+                         MOEQ__QW_E4M3,         MOEQ__QW_E2M1, MOEQ__QW_E2M1};
+    const char *names[] = {"int4", "e2m1", "i8", "e4m3", "nvfp4", "mxfp4"};
+    const size_t cols = 2048;
+    float *x = malloc(sizeof(float) * 4 * cols);
+    for (size_t i = 0; i < 4 * cols; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+    const float *xp[6] = {x, x + cols, x + 2 * cols, x + 3 * cols, x, x + cols};
+    float y[6 * 16];
+    float *P = aligned_alloc(64, 256 * 16 * sizeof(float));
+    for (size_t ki = 0; ki < 6; ki++) {
+        int kind = kinds[ki];
+        size_t gs = ki == 4 ? 16 : ki == 5 ? 32 : 128;
+        g_gdiv = ki == 4 ? 1234.5f : ki == 5 ? -1.0f : 0.0f;
+        for (int cold = 0; cold < 2; cold++) {
+            size_t rows =
+                cold ? (size_t)(kind == MOEQ__QW_I8 || kind == MOEQ__QW_E4M3 ? 131072 : 262144)
+                     : 256;
+            wt w;
+            make(kind, rows, cols, gs, &w);
+            double bytes =
+                (double)w.pk.blocks * (double)(w.pk.blk_code_bytes + w.pk.blk_scale_bytes);
+            for (size_t M = 1; M <= 4; M++) {
+                int reps = cold ? 3 : 200;
+                double best = 1e300;
+                for (int r = 0; r < reps; r++) {
+                    double t0 = now();
+                    for (size_t b = 0; b < w.pk.blocks; b++) K->gemv(&w.pk, b, M, xp, y, 16);
+                    double dt = now() - t0;
+                    best = dt < best ? dt : best;
+                }
+                printf("%-5s %-4s gemv M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GFLOP/s\n",
+                       names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best / 1e9,
+                       bytes / best / 1e9, 2.0 * M * rows * cols / best / 1e9);
+            }
+            if (!cold) {
+                double best = 1e300;
+                for (int r = 0; r < 200; r++) {
+                    double t0 = now();
+                    for (size_t b = 0; b < w.pk.blocks; b++) {
+                        for (size_t k0 = 0; k0 < cols; k0 += 256) K->panel(&w.pk, b, k0, 256, P);
+                    }
+                    double dt = now() - t0;
+                    best = dt < best ? dt : best;
+                }
+                printf("%-5s hot  panel:    %7.2f Gweights/s\n", names[ki],
+                       (double)rows * cols / best / 1e9);
+            }
+            free(w.mem);
+        }
+    }
+    /* tile: a 256-column panel against M tokens */
+    for (size_t i = 0; i < 256 * 16; i++) P[i] = (float)(rnd() % 100) * 0.01f;
+    for (size_t M = 1; M <= 6; M++) {
+        double best = 1e300;
+        for (int r = 0; r < 2000; r++) {
+            double t0 = now();
+            for (int i = 0; i < 16; i++) K->tile(P, 256, M, xp, y, 16, i > 0);
+            double dt = now() - t0;
+            best = dt < best ? dt : best;
+        }
+        printf("tile M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * M * 256 * 16 / best / 1e9);
+    }
+    /* in situ: 32 tokens, 48 blocks of 16 rows x 2048 (an expert's gate), panels of 256 */
+    {
+        wt w;
+        g_gdiv = 0;
+        make(MOEQ__QW_INT4_NIBBLES, 768, cols, 128, &w);
+        size_t M = 32;
+        float *X = malloc(sizeof(float) * M * cols);
+        for (size_t i = 0; i < M * cols; i++) X[i] = (float)(rnd() % 100) * 0.01f;
+        const float *xr[32], *xo[32];
+        for (size_t m = 0; m < M; m++) xr[m] = X + m * cols;
+        float *C = malloc(sizeof(float) * M * 16);
+        for (int variant = 0; variant < 2; variant++) {
+            double best = 1e300;
+            for (int r = 0; r < 20; r++) {
+                double t0 = now();
+                for (size_t b = 0; b < w.pk.blocks; b++) {
+                    for (size_t k0 = 0; k0 < cols; k0 += 256) {
+                        if (variant == 0 || b == 0) K->panel(&w.pk, b, k0, 256, P);
+                        for (size_t m = 0; m < M; m++) xo[m] = xr[m] + k0;
+                        for (size_t m0 = 0; m0 < M; m0 += 6) {
+                            size_t mt = M - m0 < 6 ? M - m0 : 6;
+                            K->tile(P, 256, mt, xo + m0, C + m0 * 16, 16, k0 > 0);
+                        }
+                    }
+                }
+                double dt = now() - t0;
+                best = dt < best ? dt : best;
+            }
+            printf("in situ M=32 %s: %6.1f GFLOP/s\n", variant ? "tiles only" : "panel+tiles",
+                   2.0 * M * 768 * cols / best / 1e9);
+        }
+        /* cold: 64 experts' worth of weights, each used once per pass */
+        {
+            wt big;
+            make(MOEQ__QW_INT4_NIBBLES, 768 * 64, cols, 128, &big);
+            double best = 1e300, best_np = 1e300;
+            for (int r = 0; r < 6; r++) {
+                int pf = r & 1; /* alternate: no prefetch / the driver's prefetch */
+                double t0 = now();
+                for (size_t b = 0; b < big.pk.blocks; b++) {
+                    for (size_t k0 = 0; k0 < cols; k0 += 256) {
+                        if (pf) {
+                            const uint8_t *q = big.pk.codes + b * big.pk.blk_code_bytes;
+                            size_t off = (k0 + 512) * 8;
+                            if (off >= cols * 8) q += big.pk.blk_code_bytes, off -= cols * 8;
+                            for (size_t o = 0; o < 2048; o += 64)
+                                __builtin_prefetch(q + off + o, 0, 2);
+                        }
+                        K->panel(&big.pk, b, k0, 256, P);
+                        for (size_t m = 0; m < M; m++) xo[m] = xr[m] + k0;
+                        for (size_t m0 = 0; m0 < M; m0 += 6) {
+                            size_t mt = M - m0 < 6 ? M - m0 : 6;
+                            K->tile(P, 256, mt, xo + m0, C + m0 * 16, 16, k0 > 0);
+                        }
+                    }
+                }
+                double dt = now() - t0;
+                if (pf) {
+                    best = dt < best ? dt : best;
+                } else {
+                    best_np = dt < best_np ? dt : best_np;
+                }
+            }
+            printf("in situ M=32 cold weights: %6.1f GFLOP/s (no prefetch: %6.1f)\n",
+                   2.0 * M * 768 * 64 * cols / best / 1e9,
+                   2.0 * M * 768 * 64 * cols / best_np / 1e9);
+            free(big.mem);
+        }
+        free(X);
+        free(C);
+        free(w.mem);
+    }
+    free(P);
+    free(x);
+    return 0;
+}

@@ -1,0 +1,680 @@
+/*
+ * moe_bench.c - one Qwen3-30B-A3B-shaped MoE layer (128 experts, top-8,
+ * hidden 2048, intermediate 768) per scheme, with cold weights: several
+ * layers are built and cycled, and the routing is redrawn for every run, so
+ * the experts a run touches come from DRAM (each layer is far above the
+ * 32 MiB L3).  Measured in the same run, for the ratios:
+ *   - read bandwidth: an AVX2 sum over 512 MiB, 1 and 2 threads;
+ *   - the FP32 FMA peak: 12 independent ymm FMA chains per thread;
+ *   - OpenBLAS sgemm on the same shapes with weights already dequantized to
+ *     fp32 (per expert: M = the rows routed to it; gate, up and down; the
+ *     same routing draws), its thread count set to the case's.
+ * Bandwidth and peak are sampled before every scheme and at the end; the
+ * ratios use the medians of all samples.
+ *
+ * Per case: median time per layer, GB/s of weight bytes read (distinct
+ * experts touched x bytes per expert, scales included, as stored after
+ * finalize), GFLOP/s (2 T k 3 H I), and the ratios of the time to the memory
+ * floor (bytes / bandwidth at that thread count), the compute floor
+ * (flops / peak) and the OpenBLAS time.  Per-run ratios, then medians.
+ *
+ * Layers are built fast: created, parameters filled with random codes and
+ * valid scales, finalized (no quantizer runs).
+ *
+ * usage: moe_bench [--json] [--quick] [--scheme NAME] [--tokens T] [--threads N]
+ *                  [--reps N] [--layers N]
+ * Prints figures; asserts nothing.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+#include "moe.h"
+#include "moeq/moeq.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_X86_BENCH 1
+#else
+#define HAVE_X86_BENCH 0
+#endif
+
+void openblas_set_num_threads(int n);
+void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+enum { TOPK = 8 };
+static int g_E = 128, g_H = 2048, g_I = 768;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static double uni(void) {
+    return (double)(rnd() >> 11) / 9007199254740992.0;
+}
+
+/* ---- machine limits ------------------------------------------------------------ */
+
+typedef struct thr_arg {
+    const float *p;
+    size_t n;
+    long iters;
+    double out;
+    pthread_barrier_t *bar;
+    double t0, t1;
+} thr_arg;
+
+#if HAVE_X86_BENCH
+__attribute__((target("avx2,fma"))) static double sum_avx2(const float *p, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    float l[8];
+    _mm256_storeu_ps(l, s);
+    return (double)(l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7]);
+}
+
+__attribute__((target("avx2,fma"))) static double fma_loop(long iters) {
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
+           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
+           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
+           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
+
+    for (long it = 0; it < iters; it++) {
+        /* 12 independent chains: 12 FMAs per iteration, 2 per cycle at most */
+        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+        a0 = _mm256_fmadd_ps(a0, m, c);
+        a1 = _mm256_fmadd_ps(a1, m, c);
+        a2 = _mm256_fmadd_ps(a2, m, c);
+        a3 = _mm256_fmadd_ps(a3, m, c);
+        a4 = _mm256_fmadd_ps(a4, m, c);
+        a5 = _mm256_fmadd_ps(a5, m, c);
+        a6 = _mm256_fmadd_ps(a6, m, c);
+        a7 = _mm256_fmadd_ps(a7, m, c);
+        a8 = _mm256_fmadd_ps(a8, m, c);
+        a9 = _mm256_fmadd_ps(a9, m, c);
+        a10 = _mm256_fmadd_ps(a10, m, c);
+        a11 = _mm256_fmadd_ps(a11, m, c);
+    }
+
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    float l[8];
+    _mm256_storeu_ps(l, s);
+    return (double)l[0];
+}
+#else
+static double sum_avx2(const float *p, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += p[i];
+    return s;
+}
+static double fma_loop(long iters) {
+    float a[96];
+    for (int i = 0; i < 96; i++) a[i] = (float)i;
+    for (long it = 0; it < iters; it++) {
+        for (int i = 0; i < 96; i++) a[i] = fmaf(a[i], 0.999999f, 1e-7f);
+    }
+    return (double)a[0];
+}
+#endif
+
+static void *bw_thread(void *vp) {
+    thr_arg *a = vp;
+    pthread_barrier_wait(a->bar);
+    a->t0 = now();
+    a->out = sum_avx2(a->p, a->n);
+    a->t1 = now();
+    return NULL;
+}
+
+static void *fma_thread(void *vp) {
+    thr_arg *a = vp;
+    pthread_barrier_wait(a->bar);
+    a->t0 = now();
+    a->out = fma_loop(a->iters);
+    a->t1 = now();
+    return NULL;
+}
+
+/* One sample of `threads` threads running fn; returns the wall time. */
+static double run_threads(int threads, void *(*fn)(void *), thr_arg *args) {
+    pthread_t tid[8];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)threads);
+    for (int i = 0; i < threads; i++) {
+        args[i].bar = &bar;
+        pthread_create(&tid[i], NULL, fn, &args[i]);
+    }
+    double t0 = 1e300, t1 = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(tid[i], NULL);
+        t0 = args[i].t0 < t0 ? args[i].t0 : t0;
+        t1 = args[i].t1 > t1 ? args[i].t1 : t1;
+    }
+    pthread_barrier_destroy(&bar);
+    return t1 - t0;
+}
+
+enum { MAX_SAMPLES = 512 };
+typedef struct samples {
+    double v[MAX_SAMPLES];
+    int n;
+} samples;
+static samples g_bw[3], g_peak[3]; /* by thread count */
+static float *g_stream;
+static size_t g_stream_n;
+
+static void sample_limits(int reps) {
+    for (int threads = 1; threads <= 2; threads++) {
+        for (int r = 0; r < reps; r++) {
+            thr_arg a[2];
+            memset(a, 0, sizeof a);
+            for (int i = 0; i < threads; i++) {
+                a[i].p = g_stream + g_stream_n / (size_t)threads * (size_t)i;
+                a[i].n = g_stream_n / (size_t)threads;
+            }
+            double dt = run_threads(threads, bw_thread, a);
+            if (g_bw[threads].n < MAX_SAMPLES)
+                g_bw[threads].v[g_bw[threads].n++] = (double)g_stream_n * 4 / dt / 1e9;
+            long iters = 4000000;
+            for (int i = 0; i < threads; i++) a[i].iters = iters;
+            dt = run_threads(threads, fma_thread, a);
+            if (g_peak[threads].n < MAX_SAMPLES)
+                g_peak[threads].v[g_peak[threads].n++] =
+                    (double)iters * 12 * 8 * 2 * threads / dt / 1e9;
+        }
+    }
+}
+
+static double sample_median(const samples *s) {
+    double tmp[MAX_SAMPLES];
+    memcpy(tmp, s->v, sizeof(double) * (size_t)s->n);
+    return s->n ? median(tmp, s->n) : NAN;
+}
+
+/* ---- routing ----------------------------------------------------------------------- */
+
+static void draw_routing(int T, int32_t *ids, float *w) {
+    for (int t = 0; t < T; t++) {
+        float sum = 0;
+        for (int j = 0; j < TOPK; j++) {
+            int e;
+            bool again;
+            do {
+                e = (int)(uni() * g_E);
+                again = false;
+                for (int i = 0; i < j; i++) again |= ids[t * TOPK + i] == e;
+            } while (again);
+            ids[t * TOPK + j] = e;
+            w[t * TOPK + j] = (float)(0.1 + uni());
+            sum += w[t * TOPK + j];
+        }
+        for (int j = 0; j < TOPK; j++) w[t * TOPK + j] /= sum;
+    }
+}
+
+static int distinct_experts(int T, const int32_t *ids) {
+    static uint8_t seen[4096];
+    memset(seen, 0, (size_t)g_E);
+    int n = 0;
+    for (int i = 0; i < T * TOPK; i++) {
+        if (!seen[ids[i]]) {
+            seen[ids[i]] = 1;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* ---- building layers ---------------------------------------------------------------- */
+
+typedef struct scheme_def {
+    const char *name;
+    const char *weights, *inputs, *format;
+} scheme_def;
+
+static const scheme_def k_schemes[] = {
+    {"wna16", "{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized"},
+    {"w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}",
+     "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "int-quantized"},
+    {"w8a8_fp8", "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
+     "float-quantized"},
+    {"w4a4_nvfp4",
+     "{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16,"
+     "\"scale_dtype\":\"torch.float8_e4m3fn\"}",
+     "{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16,"
+     "\"dynamic\":\"local\"}",
+     "nvfp4-pack-quantized"},
+    {"w4a16_mxfp4",
+     "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
+     "null", "mxfp4-pack-quantized"},
+};
+
+/* Resident memory of the process, MB. */
+static double rss_mb(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return (double)resident * 4096.0 / 1e6;
+}
+
+static void die(const char *what, const moeq_error *err) {
+    fprintf(stderr, "moe_bench: %s: %s\n", what, err ? err->message : "");
+    exit(1);
+}
+
+static void fill_random_bytes(uint8_t *p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t r = rnd();
+        memcpy(p + i, &r, 8);
+    }
+    for (; i < n; i++) p[i] = (uint8_t)rnd();
+}
+
+/* Random codes and valid scales straight into the parameters. */
+static void fill_params(moeq_moe *layer) {
+    moeq_moe *l = layer;
+    for (uint32_t i = 0; i < l->n_params; i++) {
+        moeq__param *p = &l->params[i];
+        moeq_param *q = &p->pub;
+        if (!q->required || q->layout == MOEQ_LAYOUT_DERIVED) continue;
+        const char *n = p->name;
+        bool w13 = strncmp(n, "w13_", 4) == 0;
+        size_t count = q->nbytes / moeq_dtype_size(q->dtype);
+        if (strstr(n, "weight_shape")) {
+            int64_t *v = q->data;
+            for (size_t e = 0; e < count / 2; e++) {
+                v[2 * e] = w13 ? g_I : g_H;
+                v[2 * e + 1] = w13 ? g_H : g_I;
+            }
+        } else if (strstr(n, "global_scale")) {
+            float *v = q->data;
+            for (size_t j = 0; j < count; j++) v[j] = strstr(n, "input") ? 200.0f : 1000.0f;
+        } else if (strstr(n, "scale")) {
+            uint8_t *b = q->data;
+            for (size_t j = 0; j < count; j++) {
+                float s = (float)(0.002 + 0.01 * uni());
+                switch (q->dtype) {
+                    case MOEQ_DTYPE_F32: memcpy(b + 4 * j, &s, 4); break;
+                    case MOEQ_DTYPE_BF16: {
+                        uint16_t h = moeq__f32_to_bf16(s);
+                        memcpy(b + 2 * j, &h, 2);
+                        break;
+                    }
+                    case MOEQ_DTYPE_F16: {
+                        uint16_t h = moeq__f32_to_f16(s);
+                        memcpy(b + 2 * j, &h, 2);
+                        break;
+                    }
+                    case MOEQ_DTYPE_F8_E4M3: b[j] = (uint8_t)(0x28 + rnd() % 0x20); break;
+                    case MOEQ_DTYPE_U8: b[j] = (uint8_t)(118 + rnd() % 8); break;
+                    default: break;
+                }
+            }
+        } else {
+            fill_random_bytes(q->data, q->nbytes);
+            if (q->dtype == MOEQ_DTYPE_F8_E4M3) {
+                uint8_t *b = q->data;
+                for (size_t j = 0; j < q->nbytes; j++) {
+                    if ((b[j] & 0x7F) == 0x7F) b[j] ^= 0x01; /* no NaN codes */
+                }
+            }
+        }
+        memset(p->loaded, 1, (size_t)l->cfg.num_local_experts * 2);
+    }
+}
+
+static moeq_moe *build_layer(const scheme_def *s, moeq_config **cfg_out) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"quant_method\":\"compressed-tensors\",\"format\":\"mixed-precision\","
+             "\"config_groups\":{\"experts\":{\"targets\":[\"re:.*experts.*\"],\"format\":"
+             "\"%s\",\"weights\":%s,\"input_activations\":%s}}}",
+             s->format, s->weights, s->inputs);
+    moeq_error err;
+    moeq_config *cfg = NULL;
+    if (moeq_config_parse(json, strlen(json), NULL, &cfg, &err) != MOEQ_OK) die("config", &err);
+    moeq_resolution res;
+    if (moeq_resolve_moe(cfg, "model.layers.0.mlp.experts", g_E, NULL, NULL, &res, &err) != MOEQ_OK)
+        die("resolve", &err);
+    moeq_selection sel;
+    if (moeq_select(&res, "model.layers.0.mlp.experts", NULL, &sel, &err) != MOEQ_OK)
+        die("select", &err);
+    if (strcmp(moeq_scheme_name(sel.scheme), s->name) != 0) {
+        fprintf(stderr, "moe_bench: selected %s, want %s\n", moeq_scheme_name(sel.scheme), s->name);
+        exit(1);
+    }
+    moeq_moe_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.scheme = sel.scheme;
+    mc.weights = res.weights;
+    mc.input_activations = res.input_activations;
+    mc.format = res.format;
+    mc.dequant_flags = moeq_config_dequant_flags(cfg);
+    mc.num_experts = g_E;
+    mc.hidden_size = g_H;
+    mc.intermediate_size = g_I;
+    moeq_moe *layer = NULL;
+    if (moeq_moe_create(&mc, &layer, &err) != MOEQ_OK) die("create", &err);
+    fill_params(layer);
+    if (moeq_moe_finalize(layer, &err) != MOEQ_OK) die("finalize", &err);
+    *cfg_out = cfg;
+    return layer;
+}
+
+/* ---- cases -------------------------------------------------------------------------- */
+
+typedef struct opts {
+    int json, quick, reps, layers;
+    const char *scheme;
+    int tokens, threads;
+} opts;
+
+typedef struct result {
+    const char *scheme;
+    int T, threads;
+    double ms, ms_min, ms_max, gbps, gflops, bytes_med;
+    double t[256];
+    double bytes[256];
+    int n;
+} result;
+
+static int reps_for(const opts *o, int T) {
+    if (o->reps) return o->reps;
+    if (o->quick) return 3;
+    return T == 1 ? 41 : T == 32 ? 15 : 5;
+}
+
+static uint16_t *make_x(int T) {
+    uint16_t *x = malloc(sizeof(uint16_t) * (size_t)T * (size_t)g_H);
+    for (size_t i = 0; i < (size_t)T * (size_t)g_H; i++) {
+        x[i] = moeq__f32_to_bf16((float)(2 * uni() - 1));
+    }
+    return x;
+}
+
+/* The OpenBLAS baseline of one routing draw: per expert, gate, up and down
+ * sgemms over its rows (inputs gathered before the clock starts). */
+typedef struct blas_layer {
+    float *w[3]; /* [E][rows][cols] */
+} blas_layer;
+
+static double blas_run(const blas_layer *bl, int T, const int32_t *ids, float *X, float *G,
+                       float *U, float *Y) {
+    (void)U;
+    int *count = calloc((size_t)g_E, sizeof(int)), *start = calloc((size_t)g_E + 1, sizeof(int));
+    for (int i = 0; i < T * TOPK; i++) count[ids[i]]++;
+    for (int e = 0; e < g_E; e++) start[e + 1] = start[e] + count[e];
+    double t0 = now();
+    const size_t H = (size_t)g_H, I = (size_t)g_I;
+    for (int e = 0; e < g_E; e++) {
+        int M = count[e];
+        if (!M) continue;
+        const float *x = X + (size_t)start[e] * H;
+        float *g = G + (size_t)start[e] * I, *u = U + (size_t)start[e] * I;
+        cblas_sgemm(101, 111, 112, M, g_I, g_H, 1.0f, x, g_H, bl->w[0] + (size_t)e * I * H, g_H,
+                    0.0f, g, g_I);
+        cblas_sgemm(101, 111, 112, M, g_I, g_H, 1.0f, x, g_H, bl->w[1] + (size_t)e * I * H, g_H,
+                    0.0f, u, g_I);
+        cblas_sgemm(101, 111, 112, M, g_H, g_I, 1.0f, g, g_I, bl->w[2] + (size_t)e * I * H, g_I,
+                    0.0f, Y + (size_t)start[e] * H, g_H);
+    }
+    double dt = now() - t0;
+    free(count);
+    free(start);
+    return dt;
+}
+
+int main(int argc, char **argv) {
+    opts o;
+    memset(&o, 0, sizeof o);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            o.json = 1;
+        else if (!strcmp(argv[i], "--quick"))
+            o.quick = 1;
+        else if (!strcmp(argv[i], "--scheme") && i + 1 < argc)
+            o.scheme = argv[++i];
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
+            o.tokens = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            o.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            o.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            o.layers = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: moe_bench [--json] [--quick] [--scheme NAME] [--tokens T] "
+                            "[--threads N] [--reps N] [--layers N]\n");
+            return 2;
+        }
+    }
+    if (o.quick) g_E = 16;
+    const int Ts_full[] = {1, 32, 512}, Ts_quick[] = {1, 32};
+    const int *Ts = o.quick ? Ts_quick : Ts_full;
+    int nT = o.quick ? 2 : 3;
+    int maxT = 0;
+    for (int i = 0; i < nT; i++) maxT = Ts[i] > maxT ? Ts[i] : maxT;
+
+    g_stream_n = (o.quick ? 64u : 512u) << 18; /* floats: 64 or 512 MiB */
+    g_stream = aligned_alloc(64, g_stream_n * 4);
+    for (size_t i = 0; i < g_stream_n; i++) g_stream[i] = (float)(i & 1023);
+    sample_limits(o.quick ? 1 : 5);
+
+    /* Routing draws shared by every scheme and the baseline. */
+    int max_reps = 0;
+    for (int i = 0; i < nT; i++)
+        max_reps = reps_for(&o, Ts[i]) > max_reps ? reps_for(&o, Ts[i]) : max_reps;
+    int draws = max_reps + 2;
+    int32_t *ids[3];
+    float *wts[3];
+    for (int ti = 0; ti < nT; ti++) {
+        ids[ti] = malloc(sizeof(int32_t) * (size_t)(Ts[ti] * TOPK * draws));
+        wts[ti] = malloc(sizeof(float) * (size_t)(Ts[ti] * TOPK * draws));
+        for (int d = 0; d < draws; d++) {
+            draw_routing(Ts[ti], ids[ti] + d * Ts[ti] * TOPK, wts[ti] + d * Ts[ti] * TOPK);
+        }
+    }
+    uint16_t *x = make_x(maxT);
+    uint16_t *out = malloc(sizeof(uint16_t) * (size_t)maxT * (size_t)g_H);
+
+    /* OpenBLAS baseline: one fp32 layer (far above L3), same draws. */
+    double blas_ms[3][3];
+    for (int i = 0; i < 3; i++) blas_ms[i][0] = blas_ms[i][1] = blas_ms[i][2] = NAN;
+    {
+        blas_layer bl;
+        size_t per = (size_t)g_E * (size_t)g_I * (size_t)g_H;
+        for (int p = 0; p < 3; p++) {
+            bl.w[p] = malloc(per * sizeof(float));
+            for (size_t i = 0; i < per; i++) bl.w[p][i] = (float)((int)(i % 61) - 30) * 1e-3f;
+        }
+        size_t rows = (size_t)maxT * TOPK;
+        float *X = malloc(rows * (size_t)g_H * 4), *G = malloc(rows * (size_t)g_I * 4),
+              *U = malloc(rows * (size_t)g_I * 4), *Y = malloc(rows * (size_t)g_H * 4);
+        for (size_t i = 0; i < rows * (size_t)g_H; i++) X[i] = (float)(uni() - 0.5);
+        for (int threads = 1; threads <= 2; threads++) {
+            if (o.threads && o.threads != threads) continue;
+            openblas_set_num_threads(threads);
+            for (int ti = 0; ti < nT; ti++) {
+                int T = Ts[ti], reps = reps_for(&o, T);
+                if (o.tokens && o.tokens != T) continue;
+                double v[256];
+                for (int r = 0; r < reps + 2; r++) {
+                    double dt = blas_run(&bl, T, ids[ti] + r * T * TOPK, X, G, U, Y);
+                    if (r >= 2) v[r - 2] = dt;
+                }
+                blas_ms[ti][threads] = median(v, reps) * 1e3;
+            }
+        }
+        openblas_set_num_threads(1);
+        for (int p = 0; p < 3; p++) free(bl.w[p]);
+        free(X);
+        free(G);
+        free(U);
+        free(Y);
+    }
+
+    int nl = o.layers ? o.layers : o.quick ? 1 : 0;
+    result *results = calloc(64, sizeof(result));
+    int nres = 0;
+    for (size_t si = 0; si < sizeof k_schemes / sizeof k_schemes[0]; si++) {
+        const scheme_def *s = &k_schemes[si];
+        if (o.scheme && strcmp(o.scheme, s->name) != 0) continue;
+        sample_limits(o.quick ? 1 : 3);
+        int layers = nl ? nl : (strstr(s->name, "w8") ? 2 : 3);
+        moeq_moe *L[8];
+        moeq_config *C[8];
+        double tb = now(), rss0 = rss_mb();
+        for (int i = 0; i < layers; i++) L[i] = build_layer(s, &C[i]);
+        double expert_bytes = (double)moeq__moe_expert_bytes(L[0], 0);
+        if (!o.json) {
+            fprintf(stderr,
+                    "%s: %d layers built in %.1f s, %.3f MB per expert (%.4f bytes/weight); "
+                    "resident %.0f MB per layer (its weights: %.0f MB)\n",
+                    s->name, layers, now() - tb, expert_bytes / 1e6,
+                    expert_bytes / (3.0 * g_H * g_I), (rss_mb() - rss0) / layers,
+                    expert_bytes * g_E / 1e6);
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            if (o.threads && o.threads != threads) continue;
+            moeq_ctx *ctx = NULL;
+            moeq_ctx_options co = {threads, 0};
+            moeq_error err;
+            if (moeq_ctx_create(&co, &ctx, &err) != MOEQ_OK) die("ctx", &err);
+            for (int ti = 0; ti < nT; ti++) {
+                int T = Ts[ti], reps = reps_for(&o, T);
+                if (o.tokens && o.tokens != T) continue;
+                result *r = &results[nres++];
+                r->scheme = s->name;
+                r->T = T;
+                r->threads = threads;
+                r->n = reps;
+                for (int rep = 0; rep < reps + 2; rep++) {
+                    const int32_t *id = ids[ti] + rep * T * TOPK;
+                    const float *w = wts[ti] + rep * T * TOPK;
+                    moeq_moe *layer = L[rep % layers];
+                    double t0 = now();
+                    if (moeq_moe_apply(layer, ctx, MOEQ_DTYPE_BF16, x, T, TOPK, id, w,
+                                       MOEQ_DTYPE_BF16, out, &err) != MOEQ_OK)
+                        die("apply", &err);
+                    double dt = now() - t0;
+                    if (rep >= 2) {
+                        r->t[rep - 2] = dt;
+                        r->bytes[rep - 2] = distinct_experts(T, id) * expert_bytes;
+                    }
+                }
+            }
+            moeq_ctx_destroy(ctx);
+        }
+        for (int i = 0; i < layers; i++) {
+            moeq_moe_destroy(L[i]);
+            moeq_config_destroy(C[i]);
+        }
+    }
+    sample_limits(o.quick ? 1 : 5);
+
+    double bw[3], peak[3];
+    for (int t = 1; t <= 2; t++) {
+        bw[t] = sample_median(&g_bw[t]);
+        peak[t] = sample_median(&g_peak[t]);
+    }
+    if (!o.json) {
+        printf("machine: read bandwidth %.1f GB/s (1 thread), %.1f GB/s (2 threads); FP32 FMA peak "
+               "%.1f GFLOP/s (1), %.1f GFLOP/s (2); kernels: %s\n",
+               bw[1], bw[2], peak[1], peak[2], moeq__kern_best(false)->name);
+        printf("layer: %d experts, top-%d, hidden %d, intermediate %d; bf16 in/out\n", g_E, TOPK,
+               g_H, g_I);
+        printf("%-12s %5s %3s %9s %19s %8s %8s %8s %8s %8s\n", "scheme", "T", "thr", "ms",
+               "(min..max)", "GB/s", "GFLOP/s", "mem_x", "comp_x", "blas_x");
+    }
+    for (int i = 0; i < nres; i++) {
+        result *r = &results[i];
+        int ti = 0;
+        while (Ts[ti] != r->T) ti++;
+        double flops = 2.0 * r->T * TOPK * 3.0 * g_H * g_I;
+        double gb[256], memx[256], tt[256], bytes_sum = 0;
+        double tmin = 1e300, tmax = 0;
+        for (int j = 0; j < r->n; j++) {
+            gb[j] = r->bytes[j] / r->t[j] / 1e9;
+            memx[j] = r->t[j] / (r->bytes[j] / (bw[r->threads] * 1e9));
+            tt[j] = r->t[j];
+            bytes_sum += r->bytes[j];
+            tmin = r->t[j] < tmin ? r->t[j] : tmin;
+            tmax = r->t[j] > tmax ? r->t[j] : tmax;
+        }
+        double ms = median(tt, r->n) * 1e3;
+        double gbps = median(gb, r->n), mem_x = median(memx, r->n);
+        double gflops = flops / (ms * 1e-3) / 1e9;
+        double comp_x = (ms * 1e-3) / (flops / (peak[r->threads] * 1e9));
+        double blas_x = ms / blas_ms[ti][r->threads];
+        if (o.json) {
+            printf("{\"scheme\": \"%s\", \"tokens\": %d, \"threads\": %d, \"ms\": %.4f, "
+                   "\"ms_min\": %.4f, \"ms_max\": %.4f, \"weight_gbps\": %.3f, \"gflops\": %.3f, "
+                   "\"mem_floor_ratio\": %.4f, \"compute_floor_ratio\": %.4f, "
+                   "\"openblas_ratio\": %.4f, \"openblas_ms\": %.4f, \"weight_bytes\": %.0f, "
+                   "\"bandwidth_gbps\": %.3f, \"peak_gflops\": %.3f, \"kernels\": \"%s\"}\n",
+                   r->scheme, r->T, r->threads, ms, tmin * 1e3, tmax * 1e3, gbps, gflops, mem_x,
+                   comp_x, blas_x, blas_ms[ti][r->threads], bytes_sum / r->n, bw[r->threads],
+                   peak[r->threads], moeq__kern_best(false)->name);
+        } else {
+            char range[64];
+            snprintf(range, sizeof range, "(%.3f..%.3f)", tmin * 1e3, tmax * 1e3);
+            printf("%-12s %5d %3d %9.3f %19s %8.2f %8.1f %8.2f %8.2f %8.2f\n", r->scheme, r->T,
+                   r->threads, ms, range, gbps, gflops, mem_x, comp_x, blas_x);
+        }
+    }
+    if (!o.json) {
+        printf("openblas (fp32, pre-dequantized) ms:");
+        for (int ti = 0; ti < nT; ti++) {
+            printf("  T=%d: %.3f (1 thr) %.3f (2 thr)", Ts[ti], blas_ms[ti][1], blas_ms[ti][2]);
+        }
+        printf("\n");
+    }
+    free(results);
+    free(x);
+    free(out);
+    for (int ti = 0; ti < nT; ti++) {
+        free(ids[ti]);
+        free(wts[ti]);
+    }
+    free(g_stream);
+    return 0;
+}

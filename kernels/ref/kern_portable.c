@@ -1,0 +1,142 @@
+/*
+ * kern_portable.c - the fast kernels' table in portable C: the definition the
+ * SIMD tables are tested against (the same results, bit for bit), and what
+ * runs on CPUs without them.  Orders of summation are part of each kernel's
+ * contract (kernels.h, moeq__kern).
+ */
+#include "kernels.h"
+
+#include <math.h>
+
+static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P) {
+    for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+        const size_t row = blk * MOEQ__PK_ROWS + r;
+        for (size_t k = k0; k < k0 + nk; k++) {
+            P[(k - k0) * MOEQ__PK_ROWS + r] =
+                moeq__pk_kv(pk, row, k) * moeq__pk_ks(pk, row, k / pk->gsize);
+        }
+    }
+}
+
+/* The scale gemv applies: ks, or for E4M3_DIV the undivided e4m3(b) * 2^-8. */
+static float gemv_scale(const moeq__packed *pk, size_t row, size_t g) {
+    if (pk->scale_kind != MOEQ__PS_E4M3_DIV) return moeq__pk_ks(pk, row, g);
+    const uint8_t b = pk->scales[(row / 16) * pk->blk_scale_bytes + g * 16 + row % 16];
+    return moeq__e4m3_to_f32(b) * 0x1p-8f * pk->scale_mul;
+}
+
+static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
+                 size_t ldy) {
+    const size_t phases = M == 1 ? 4 : M == 2 ? 2 : 1;
+    const bool div = pk->scale_kind == MOEQ__PS_E4M3_DIV;
+    const float d = pk->gdiv * 0x1p-8f;
+    for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+        const size_t row = blk * MOEQ__PK_ROWS + r;
+        for (size_t m = 0; m < M; m++) {
+            float tot = 0.0f;
+            for (size_t g = 0; g < pk->groups; g++) {
+                float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                for (size_t k = g * pk->gsize; k < (g + 1) * pk->gsize; k++) {
+                    part[k % phases] = fmaf(moeq__pk_kv(pk, row, k), x[m][k], part[k % phases]);
+                }
+                float sum;
+                if (phases == 4) {
+                    sum = (part[0] + part[1]) + (part[2] + part[3]);
+                } else if (phases == 2) {
+                    sum = part[0] + part[1];
+                } else {
+                    sum = part[0];
+                }
+                tot = fmaf(sum, gemv_scale(pk, row, g), tot);
+            }
+            y[m * ldy + r] = div ? tot / d : tot;
+        }
+    }
+}
+
+static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
+                 int accumulate) {
+    for (size_t m = 0; m < M; m++) {
+        for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+            float acc = accumulate ? C[m * ldc + r] : 0.0f;
+            for (size_t k = 0; k < nk; k++) acc = fmaf(P[k * MOEQ__PK_ROWS + r], x[m][k], acc);
+            C[m * ldc + r] = acc;
+        }
+    }
+}
+
+static float amax(const float *x, size_t n) {
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        if (a > m) m = a;
+    }
+    return m;
+}
+
+#define CHUNK 256
+
+static void qdq_int8(const float *x, size_t n, float s, float *out) {
+    int8_t q[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        const size_t len = n - i < CHUNK ? n - i : CHUNK;
+        moeq__actq_int8_static_ref(x + i, len, s, 0, q);
+        moeq__actdq_int8_ref(q, 1, len, &s, 0, len, NULL, out + i);
+    }
+}
+
+static void qdq_fp8(const float *x, size_t n, float s, float *out) {
+    uint8_t q[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        const size_t len = n - i < CHUNK ? n - i : CHUNK;
+        moeq__actq_fp8_static_ref(x + i, len, s, q);
+        moeq__actdq_fp8_ref(q, 1, len, &s, 0, len, out + i);
+    }
+}
+
+static void qdq_nvfp4(const float *x, size_t n, float gsc, float *out) {
+    uint8_t packed[CHUNK / 2], sf[CHUNK / 16];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        const size_t len = n - i < CHUNK ? n - i : CHUNK;
+        moeq__actq_nvfp4_ref(x + i, 1, len, gsc, packed, sf);
+        moeq__actdq_nvfp4_ref(packed, 1, len, sf, gsc, out + i);
+    }
+}
+
+static void silu_mul(const float *g, const float *u, float *a, size_t n, float limit) {
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i], ui = u[i];
+        if (limit > 0) {
+            gi = fminf(gi, limit);
+            ui = fminf(fmaxf(ui, -limit), limit);
+        }
+        a[i] = gi / (1.0f + expf(-gi)) * ui;
+    }
+}
+
+static void axpy(float *acc, const float *y, float w, size_t n) {
+    for (size_t i = 0; i < n; i++) acc[i] += w * y[i];
+}
+
+static void bf16_to_f32(const uint16_t *src, size_t n, float *dst) {
+    for (size_t i = 0; i < n; i++) dst[i] = moeq__bf16_to_f32(src[i]);
+}
+
+static void f32_to_bf16(const float *src, size_t n, uint16_t *dst) {
+    for (size_t i = 0; i < n; i++) dst[i] = moeq__f32_to_bf16(src[i]);
+}
+
+const moeq__kern moeq__kern_portable = {
+    .name = "portable",
+    .panel = panel,
+    .gemv = gemv,
+    .tile = tile,
+    .amax = amax,
+    .qdq_int8 = qdq_int8,
+    .qdq_fp8 = qdq_fp8,
+    .qdq_nvfp4 = qdq_nvfp4,
+    .silu_mul = silu_mul,
+    .axpy = axpy,
+    .bf16_to_f32 = bf16_to_f32,
+    .f32_to_bf16 = f32_to_bf16,
+};

@@ -1,0 +1,293 @@
+/*
+ * packed.c - the blocked weight layout of the fast kernels (kernels.h,
+ * "packed.c"): planning, filling, and the reference reads of it.
+ *
+ * Packing changes where codes and scales are stored, never their values: for
+ * every element, kv * ks equals the reference's code * scale bit for bit, so
+ * moeq__dequant_ref of a PACKED weight returns what it returned before.
+ */
+#include "kernels.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+size_t moeq__pk_scale_size(int32_t scale_kind) {
+    switch (scale_kind) {
+        case MOEQ__PS_F32: return 4;
+        case MOEQ__PS_F16:
+        case MOEQ__PS_BF16: return 2;
+        default: return 1;
+    }
+}
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static bool same_bits(float a, float b) {
+    return f32_bits(a) == f32_bits(b);
+}
+
+static float e8m0_value(uint8_t e) {
+    return e ? bits_f32((uint32_t)e << 23) : bits_f32(0x00400000u);
+}
+
+/* ---- scale storage ---------------------------------------------------------------- */
+
+static float decode_scale(const moeq__packed *pk, const uint8_t *p) {
+    switch (pk->scale_kind) {
+        case MOEQ__PS_F32: return bits_f32(moeq__load_u32(p, 0));
+        case MOEQ__PS_F16: return moeq__f16_to_f32(moeq__load_u16(p, 0));
+        case MOEQ__PS_BF16: return moeq__bf16_to_f32(moeq__load_u16(p, 0));
+        case MOEQ__PS_E4M3_DIV: return moeq__e4m3_to_f32(p[0]) / pk->gdiv;
+        default: return e8m0_value(p[0]);
+    }
+}
+
+/* Encodes s in the kind; false when it does not hold s exactly. */
+static bool encode_scale(int32_t kind, float gdiv, float s, uint8_t *out) {
+    switch (kind) {
+        case MOEQ__PS_F32: {
+            const uint32_t u = f32_bits(s);
+            for (int i = 0; i < 4; i++) out[i] = (uint8_t)(u >> (8 * i));
+            return true;
+        }
+        case MOEQ__PS_F16: {
+            const uint16_t h = moeq__f32_to_f16(s);
+            out[0] = (uint8_t)h;
+            out[1] = (uint8_t)(h >> 8);
+            return same_bits(moeq__f16_to_f32(h), s);
+        }
+        case MOEQ__PS_BF16: {
+            const uint16_t h = moeq__f32_to_bf16(s);
+            out[0] = (uint8_t)h;
+            out[1] = (uint8_t)(h >> 8);
+            return same_bits(moeq__bf16_to_f32(h), s);
+        }
+        case MOEQ__PS_E4M3_DIV: {
+            if (!(gdiv > 0.0f) || !isfinite(s)) return false;
+            const uint8_t b0 = moeq__f32_to_e4m3(s * gdiv);
+            /* s came from f32(b) / gdiv: b is the rounded product or a neighbour */
+            for (int d = -1; d <= 1; d++) {
+                const int b = (int)b0 + d;
+                if (b < 0 || b > 255 || (b & 0x7F) == 0x7F) continue;
+                if (same_bits(moeq__e4m3_to_f32((uint8_t)b) / gdiv, s)) {
+                    out[0] = (uint8_t)b;
+                    return true;
+                }
+            }
+            return false;
+        }
+        default: { /* E8M0 */
+            const uint32_t u = f32_bits(s);
+            if (u == 0x00400000u) {
+                out[0] = 0;
+                return true;
+            }
+            if ((u & 0x807FFFFFu) || u == 0 || (u >> 23) == 0xFF) return false;
+            out[0] = (uint8_t)(u >> 23);
+            return true;
+        }
+    }
+}
+
+/* The reference scale of element (r, c) of w. */
+static float ref_scale(const moeq__qweight *w, size_t r, size_t c) {
+    const moeq__grid *g = &w->grid;
+    return w->scale[(r / g->row_block) * g->cols + c / g->col_block];
+}
+
+/* ---- planning ---------------------------------------------------------------------- */
+
+bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
+    memset(pk, 0, sizeof *pk);
+    if (!w->scale || w->zero_point || w->g_idx || w->rows == 0) return false;
+    if (w->cols == 0 || w->cols % MOEQ__PK_KALIGN) return false;
+    pk->rows = w->rows;
+    pk->cols = w->cols;
+    pk->blocks = (w->rows + MOEQ__PK_ROWS - 1) / MOEQ__PK_ROWS;
+    pk->scale_mul = 1.0f;
+    switch (w->kind) {
+        case MOEQ__QW_INT_PACKED:
+            if (w->bits < 1 || w->bits > 8) return false;
+            pk->code = w->bits <= 4 ? MOEQ__PK_NIB : MOEQ__PK_I8;
+            for (int n = 0; n < 16; n++) pk->lut[n] = (float)(n - 8);
+            break;
+        case MOEQ__QW_INT4_NIBBLES:
+            pk->code = MOEQ__PK_NIB;
+            for (int n = 0; n < 16; n++) pk->lut[n] = (float)((n ^ 8) - 8);
+            break;
+        case MOEQ__QW_E2M1:
+            pk->code = MOEQ__PK_NIB;
+            for (int n = 0; n < 16; n++) pk->lut[n] = moeq__e2m1_to_f32((uint8_t)n);
+            break;
+        case MOEQ__QW_I8: pk->code = MOEQ__PK_I8; break;
+        case MOEQ__QW_E4M3:
+            pk->code = MOEQ__PK_E4M3;
+            pk->scale_mul = 256.0f;
+            break;
+        default: return false;
+    }
+    if (pk->code == MOEQ__PK_NIB) {
+        for (int n = 0; n < 16; n++) {
+            const uint16_t h = moeq__f32_to_bf16(pk->lut[n]);
+            if (!same_bits(moeq__bf16_to_f32(h), pk->lut[n])) return false;
+            pk->lut_bf16[0][n] = (uint8_t)h;
+            pk->lut_bf16[1][n] = (uint8_t)(h >> 8);
+        }
+    }
+    /* Scale groups along the columns: every (row, column) must read the scale
+     * of cell (r / row_block, c / gsize). */
+    const moeq__grid *g = &w->grid;
+    const size_t gsize = g->col_block >= w->cols ? w->cols : g->col_block;
+    if (gsize == 0 || w->cols % gsize || gsize % MOEQ__PK_KALIGN) return false;
+    pk->gsize = gsize;
+    pk->groups = w->cols / gsize;
+    /* The narrowest exact scale storage. */
+    static const int32_t order[] = {MOEQ__PS_E8M0, MOEQ__PS_E4M3_DIV, MOEQ__PS_BF16, MOEQ__PS_F16,
+                                    MOEQ__PS_F32};
+    pk->scale_kind = -1;
+    for (size_t o = 0; o < sizeof order / sizeof order[0] && pk->scale_kind < 0; o++) {
+        if (order[o] == MOEQ__PS_E4M3_DIV && !(gdiv_hint > 0.0f)) continue;
+        bool ok = true;
+        for (size_t r = 0; r < w->rows && ok; r += g->row_block) {
+            for (size_t gi = 0; gi < pk->groups && ok; gi++) {
+                const float s = ref_scale(w, r, gi * gsize);
+                uint8_t tmp[4];
+                ok = isfinite(s) && isfinite(s * pk->scale_mul) &&
+                     encode_scale(order[o], gdiv_hint, s, tmp);
+            }
+        }
+        if (ok) pk->scale_kind = order[o];
+    }
+    if (pk->scale_kind < 0) return false;
+    pk->gdiv = pk->scale_kind == MOEQ__PS_E4M3_DIV ? gdiv_hint : 0.0f;
+    pk->blk_code_bytes = pk->code == MOEQ__PK_NIB ? w->cols * 8 : w->cols * 16;
+    pk->blk_scale_bytes = pk->groups * MOEQ__PK_ROWS * moeq__pk_scale_size(pk->scale_kind);
+    return true;
+}
+
+/* ---- filling ----------------------------------------------------------------------- */
+
+/* Position of (row-in-block r, column k) among a NIB block's codes. */
+static size_t nib_byte(size_t r, size_t k, unsigned *shift) {
+    const size_t j = k >> 2, kk = k & 3u, rr = r & 7u;
+    *shift = kk >= 2 ? 4u : 0u;
+    return j * 32 + (rr >> 2) * 16 + ((kk & 1u) << 3) + ((rr & 3u) << 1) + (r >> 3);
+}
+
+/* The raw codes of row r as nibbles (0..15) or bytes. */
+static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, uint8_t *out) {
+    const uint8_t *row = (const uint8_t *)w->codes + r * w->row_stride;
+    const size_t n = w->cols;
+    switch (w->kind) {
+        case MOEQ__QW_INT_PACKED: {
+            moeq__int_unpack_row_ref(row, 0, n, w->bits, w->legacy != 0, (int8_t *)out);
+            if (pk->code == MOEQ__PK_NIB) {
+                for (size_t c = 0; c < n; c++) out[c] = (uint8_t)((int8_t)out[c] + 8);
+            }
+            break;
+        }
+        case MOEQ__QW_INT4_NIBBLES:
+        case MOEQ__QW_E2M1:
+            for (size_t c = 0; c < n; c++) {
+                out[c] = (uint8_t)((c & 1u) ? row[c >> 1] >> 4 : row[c >> 1] & 0xFu);
+            }
+            break;
+        default: memcpy(out, row, n); break; /* I8, E4M3 */
+    }
+}
+
+void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *codes, uint8_t *scales,
+                   uint8_t *row_buf) {
+    const size_t ss = moeq__pk_scale_size(pk->scale_kind);
+    uint8_t zero_nib = 0;
+    if (pk->code == MOEQ__PK_NIB) {
+        for (int n = 0; n < 16; n++) {
+            if (same_bits(pk->lut[n], 0.0f)) {
+                zero_nib = (uint8_t)n;
+                break;
+            }
+        }
+    }
+    memset(scales, 0, pk->blocks * pk->blk_scale_bytes); /* padding rows: scale 0 (E8M0: tiny) */
+    for (size_t b = 0; b < pk->blocks; b++) {
+        uint8_t *bc = codes + b * pk->blk_code_bytes;
+        uint8_t *bs = scales + b * pk->blk_scale_bytes;
+        if (pk->code == MOEQ__PK_NIB) {
+            memset(bc, (int)(zero_nib | (zero_nib << 4)), pk->blk_code_bytes);
+        } else {
+            memset(bc, 0, pk->blk_code_bytes);
+        }
+        for (size_t rr = 0; rr < MOEQ__PK_ROWS; rr++) {
+            const size_t r = b * MOEQ__PK_ROWS + rr;
+            if (r >= w->rows) break;
+            row_codes(w, pk, r, row_buf);
+            if (pk->code == MOEQ__PK_NIB) {
+                for (size_t k = 0; k < w->cols; k++) {
+                    unsigned sh;
+                    const size_t at = nib_byte(rr, k, &sh);
+                    bc[at] = (uint8_t)((bc[at] & ~(0xFu << sh)) | ((unsigned)row_buf[k] << sh));
+                }
+            } else {
+                for (size_t k = 0; k < w->cols; k++) bc[k * MOEQ__PK_ROWS + rr] = row_buf[k];
+            }
+            for (size_t gi = 0; gi < pk->groups; gi++) {
+                const bool ok =
+                    encode_scale(pk->scale_kind, pk->gdiv, ref_scale(w, r, gi * pk->gsize),
+                                 bs + (gi * MOEQ__PK_ROWS + rr) * ss);
+                assert(ok);
+                (void)ok;
+            }
+        }
+    }
+}
+
+/* ---- reading ----------------------------------------------------------------------- */
+
+float moeq__pk_kv(const moeq__packed *pk, size_t r, size_t c) {
+    const uint8_t *bc = pk->codes + (r / MOEQ__PK_ROWS) * pk->blk_code_bytes;
+    const size_t rr = r % MOEQ__PK_ROWS;
+    switch (pk->code) {
+        case MOEQ__PK_NIB: {
+            unsigned sh;
+            const size_t at = nib_byte(rr, c, &sh);
+            return pk->lut[(bc[at] >> sh) & 0xFu];
+        }
+        case MOEQ__PK_I8: return (float)(int8_t)bc[c * MOEQ__PK_ROWS + rr];
+        default: return moeq__e4m3_to_f32(bc[c * MOEQ__PK_ROWS + rr]) * 0x1p-8f;
+    }
+}
+
+float moeq__pk_ks(const moeq__packed *pk, size_t r, size_t g) {
+    const size_t ss = moeq__pk_scale_size(pk->scale_kind);
+    const uint8_t *p = pk->scales + (r / MOEQ__PK_ROWS) * pk->blk_scale_bytes +
+                       (g * MOEQ__PK_ROWS + r % MOEQ__PK_ROWS) * ss;
+    return decode_scale(pk, p) * pk->scale_mul;
+}
+
+void moeq__pk_decode_row_ref(const moeq__packed *pk, size_t r, size_t first, size_t n, float *out) {
+    const float unit = pk->code == MOEQ__PK_E4M3 ? 256.0f : 1.0f;
+    for (size_t i = 0; i < n; i++) out[i] = moeq__pk_kv(pk, r, first + i) * unit;
+}
+
+void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, float *out) {
+    for (size_t i = 0; i < nrows; i++) {
+        const size_t r = row0 + i;
+        for (size_t g = 0; g < pk->groups; g++) {
+            const float ks = moeq__pk_ks(pk, r, g);
+            for (size_t c = g * pk->gsize; c < (g + 1) * pk->gsize; c++) {
+                out[i * pk->cols + c] = moeq__pk_kv(pk, r, c) * ks;
+            }
+        }
+    }
+}

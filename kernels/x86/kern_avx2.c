@@ -1,0 +1,739 @@
+/*
+ * kern_avx2.c - the fast kernels for AVX2 + FMA + F16C (compiled with those
+ * flags only; cpu.c checks the CPU before anything here runs).  Every function
+ * computes what its twin in ref/kern_portable.c computes, bit for bit.
+ *
+ * Decoding codes to f32 (kernels.h, "packed.c", gives the layout):
+ *   NIB   one 32-byte load = 4 columns x 16 rows: the two nibbles are split,
+ *         looked up (pshufb) in a table of binary16 high bytes, widened to
+ *         16-bit words and converted with vcvtph2ps;
+ *   E4M3  a byte b widened to the word (b << 8) >> 1 (arithmetic) with bit 14
+ *         cleared is the binary16 of e4m3(b) * 2^-8 (subnormals included);
+ *   I8    sign-extended to 32 bits and converted.
+ */
+#include "kernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+
+/* ---- codes ------------------------------------------------------------------------ */
+
+/* NIB decoding of a 32-byte chunk v: the low nibbles give columns 4c (f0 rows
+ * 0-7, f1 rows 8-15) and 4c + 1 (f2, f3); the high nibbles 4c + 2 and 4c + 3.
+ * Two pshufb look up the bytes of each value's bfloat16, byte and word
+ * unpacks place them at the top of 32-bit lanes: an exact f32, in 1-uop
+ * shuffles only. */
+#define NIB_HALF(v, lutl, luth, shift, f0, f1, f2, f3)                                             \
+    do {                                                                                           \
+        const __m256i i_ =                                                                         \
+            _mm256_and_si256(shift ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));         \
+        const __m256i bl_ = _mm256_shuffle_epi8(lutl, i_), bh_ = _mm256_shuffle_epi8(luth, i_);    \
+        const __m256i w0_ = _mm256_unpacklo_epi8(bl_, bh_), w1_ = _mm256_unpackhi_epi8(bl_, bh_);  \
+        const __m256i hi_ = _mm256_set1_epi32((int)0xFFFF0000u);                                   \
+        f0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0_, 16));                                      \
+        f1 = _mm256_castsi256_ps(_mm256_and_si256(w0_, hi_));                                      \
+        f2 = _mm256_castsi256_ps(_mm256_slli_epi32(w1_, 16));                                      \
+        f3 = _mm256_castsi256_ps(_mm256_and_si256(w1_, hi_));                                      \
+    } while (0)
+
+#define NIB_CHUNK(p, lut, f0, f1, f2, f3, f4, f5, f6, f7)                                          \
+    do {                                                                                           \
+        const __m256i v_ = _mm256_loadu_si256((const __m256i *)(const void *)(p));                 \
+        NIB_HALF(v_, lut##l, lut##h, 0, f0, f1, f2, f3);                                           \
+        NIB_HALF(v_, lut##l, lut##h, 1, f4, f5, f6, f7);                                           \
+    } while (0)
+
+/* binary16 of e4m3(b) * 2^-8 for 16 bytes, as 16 words. */
+AI __m256i e4m3_f16(__m128i b) {
+    const __m256i w = _mm256_cvtepu8_epi16(b);
+    return _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1),
+                            _mm256_set1_epi16((short)0xBFFF));
+}
+
+/* One column of a byte-coded block: f0 = rows 0-7, f1 = rows 8-15. */
+#define BYTE_COL(p, code, f0, f1)                                                                  \
+    do {                                                                                           \
+        if ((code) == MOEQ__PK_E4M3) {                                                             \
+            const __m256i h_ = e4m3_f16(_mm_loadu_si128((const __m128i *)(const void *)(p)));      \
+            f0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h_));                                      \
+            f1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h_, 1));                                 \
+        } else {                                                                                   \
+            f0 = _mm256_cvtepi32_ps(                                                               \
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))));        \
+            f1 = _mm256_cvtepi32_ps(                                                               \
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)((p) + 8))));  \
+        }                                                                                          \
+    } while (0)
+
+/* Four columns k .. k + 3 of a block, in the order NIB_CHUNK gives them. */
+#define COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7)                                    \
+    do {                                                                                           \
+        if ((code) == MOEQ__PK_NIB) {                                                              \
+            NIB_CHUNK((bc) + ((k) / 4) * 32, lut, f0, f1, f2, f3, f4, f5, f6, f7);                 \
+        } else {                                                                                   \
+            const uint8_t *q_ = (bc) + (k)*MOEQ__PK_ROWS;                                          \
+            BYTE_COL(q_, code, f0, f1);                                                            \
+            BYTE_COL(q_ + 16, code, f2, f3);                                                       \
+            BYTE_COL(q_ + 32, code, f4, f5);                                                       \
+            BYTE_COL(q_ + 48, code, f6, f7);                                                       \
+        }                                                                                          \
+    } while (0)
+
+AI __m256i nib_lut(const moeq__packed *pk, int hi) {
+    __m128i l;
+    memcpy(&l, pk->lut_bf16[hi], 16);
+    return _mm256_broadcastsi128_si256(l);
+}
+
+/* ---- scales ----------------------------------------------------------------------- */
+
+/* The 16 scales (kernel units) of block blk, group g; with `raw`, E4M3_DIV
+ * scales stay undivided, e4m3(b) * 2^-8 (gemv divides its totals once). */
+AI void scales16_(const moeq__packed *pk, size_t blk, size_t g, __m256 s[2], const int raw) {
+    const int32_t kind = pk->scale_kind;
+    const size_t ss = kind == MOEQ__PS_F32 ? 4 : kind <= MOEQ__PS_BF16 ? 2 : 1;
+    const uint8_t *p = pk->scales + blk * pk->blk_scale_bytes + g * MOEQ__PK_ROWS * ss;
+    switch (kind) {
+        case MOEQ__PS_F32:
+            s[0] = _mm256_loadu_ps((const float *)(const void *)p);
+            s[1] = _mm256_loadu_ps((const float *)(const void *)(p + 32));
+            break;
+        case MOEQ__PS_F16:
+            s[0] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+            s[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+            break;
+        case MOEQ__PS_BF16:
+            s[0] = _mm256_castsi256_ps(
+                _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+            s[1] = _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 16))), 16));
+            break;
+        case MOEQ__PS_E4M3_DIV: {
+            const __m256i h = e4m3_f16(_mm_loadu_si128((const __m128i *)p));
+            if (raw) {
+                s[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+                s[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+                break;
+            }
+            const __m256 k256 = _mm256_set1_ps(256.0f), gd = _mm256_set1_ps(pk->gdiv);
+            s[0] =
+                _mm256_div_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), k256), gd);
+            s[1] = _mm256_div_ps(
+                _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), k256), gd);
+            break;
+        }
+        default: { /* E8M0: 2^(e-127); e = 0 is the subnormal 2^-127 */
+            const __m256i sub = _mm256_set1_epi32(0x00400000), z = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                const __m256i e =
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * h)));
+                const __m256i bits =
+                    _mm256_blendv_epi8(_mm256_slli_epi32(e, 23), sub, _mm256_cmpeq_epi32(e, z));
+                s[h] = _mm256_castsi256_ps(bits);
+            }
+            break;
+        }
+    }
+    if (pk->scale_mul != 1.0f) {
+        const __m256 mul = _mm256_set1_ps(pk->scale_mul);
+        s[0] = _mm256_mul_ps(s[0], mul);
+        s[1] = _mm256_mul_ps(s[1], mul);
+    }
+}
+
+#define scales16(pk, blk, g, s)     scales16_(pk, blk, g, s, 0)
+#define scales16_raw(pk, blk, g, s) scales16_(pk, blk, g, s, 1)
+
+/* gemv's last step for E4M3_DIV scales: totals / (gdiv * 2^-8). */
+AI __m256 gemv_fix(const moeq__packed *pk, __m256 t) {
+    if (pk->scale_kind != MOEQ__PS_E4M3_DIV) return t;
+    return _mm256_div_ps(t, _mm256_set1_ps(pk->gdiv * 0x1p-8f));
+}
+
+AI void gemv_fix_mem(const moeq__packed *pk, float *y, size_t ldy, int M) {
+    if (pk->scale_kind != MOEQ__PS_E4M3_DIV) return;
+    for (int m = 0; m < M; m++) {
+        float *p = y + (size_t)m * ldy;
+        _mm256_storeu_ps(p, gemv_fix(pk, _mm256_loadu_ps(p)));
+        _mm256_storeu_ps(p + 8, gemv_fix(pk, _mm256_loadu_ps(p + 8)));
+    }
+}
+
+/* ---- panel: dequantized weights, [k][16] ------------------------------------------ */
+
+AI void panel_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P,
+                   const int code) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const size_t k1 = k0 + nk;
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    for (size_t k = k0; k < k1;) {
+        const size_t g = k / pk->gsize;
+        const size_t kend = (g + 1) * pk->gsize < k1 ? (g + 1) * pk->gsize : k1;
+        __m256 s[2];
+        scales16(pk, blk, g, s);
+        const __m256 s0 = s[0], s1 = s[1];
+        for (; k < kend; k += 4) {
+            __m256 f0, f1, f2, f3, f4, f5, f6, f7;
+            COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7);
+            float *o = P + (k - k0) * MOEQ__PK_ROWS;
+            _mm256_storeu_ps(o, _mm256_mul_ps(f0, s0));
+            _mm256_storeu_ps(o + 8, _mm256_mul_ps(f1, s1));
+            _mm256_storeu_ps(o + 16, _mm256_mul_ps(f2, s0));
+            _mm256_storeu_ps(o + 24, _mm256_mul_ps(f3, s1));
+            _mm256_storeu_ps(o + 32, _mm256_mul_ps(f4, s0));
+            _mm256_storeu_ps(o + 40, _mm256_mul_ps(f5, s1));
+            _mm256_storeu_ps(o + 48, _mm256_mul_ps(f6, s0));
+            _mm256_storeu_ps(o + 56, _mm256_mul_ps(f7, s1));
+        }
+    }
+}
+
+static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P) {
+    switch (pk->code) {
+        case MOEQ__PK_NIB: panel_impl(pk, blk, k0, nk, P, MOEQ__PK_NIB); break;
+        case MOEQ__PK_I8: panel_impl(pk, blk, k0, nk, P, MOEQ__PK_I8); break;
+        default: panel_impl(pk, blk, k0, nk, P, MOEQ__PK_E4M3); break;
+    }
+}
+
+/* ---- gemv: a few tokens against one block, decoding each code once ---------------- */
+
+/* Codes are streamed once from DRAM: fetch PF_AHEAD bytes ahead (past the
+ * block's end too: the next block is usually next). */
+#ifndef PF_AHEAD
+#define PF_AHEAD 2048
+#endif
+#define PF(bc, k, code)                                                                            \
+    _mm_prefetch((const char *)((bc) + (k) * ((code) == MOEQ__PK_NIB ? 8 : 16) + PF_AHEAD),        \
+                 _MM_HINT_T0)
+
+#define BC(xp, j)    _mm256_broadcast_ss((xp) + k + (j))
+#define FMA(a, f, x) a = _mm256_fmadd_ps(f, x, a)
+
+/* One token: four interleaved chains (column k % 4), summed pairwise at the
+ * end of each scale group. */
+AI void gemv1(const moeq__packed *pk, size_t blk, const float *const *x, float *y, const int code) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    const float *x0 = x[0];
+    __m256 t0 = _mm256_setzero_ps(), t1 = t0;
+    const size_t gs = pk->gsize;
+    for (size_t g = 0; g < pk->groups; g++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0;
+        for (size_t k = g * gs; k < (g + 1) * gs; k += 4) {
+            __m256 f0, f1, f2, f3;
+            PF(bc, k, code);
+            if (code == MOEQ__PK_NIB) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bc + k * 8));
+                NIB_HALF(v, lutl, luth, 0, f0, f1, f2, f3);
+                __m256 b = BC(x0, 0);
+                FMA(a0, f0, b);
+                FMA(a1, f1, b);
+                b = BC(x0, 1);
+                FMA(a2, f2, b);
+                FMA(a3, f3, b);
+                NIB_HALF(v, lutl, luth, 1, f0, f1, f2, f3);
+                b = BC(x0, 2);
+                FMA(a4, f0, b);
+                FMA(a5, f1, b);
+                b = BC(x0, 3);
+                FMA(a6, f2, b);
+                FMA(a7, f3, b);
+            } else {
+                const uint8_t *q = bc + k * MOEQ__PK_ROWS;
+                BYTE_COL(q, code, f0, f1);
+                BYTE_COL(q + 16, code, f2, f3);
+                __m256 b = BC(x0, 0);
+                FMA(a0, f0, b);
+                FMA(a1, f1, b);
+                b = BC(x0, 1);
+                FMA(a2, f2, b);
+                FMA(a3, f3, b);
+                BYTE_COL(q + 32, code, f0, f1);
+                BYTE_COL(q + 48, code, f2, f3);
+                b = BC(x0, 2);
+                FMA(a4, f0, b);
+                FMA(a5, f1, b);
+                b = BC(x0, 3);
+                FMA(a6, f2, b);
+                FMA(a7, f3, b);
+            }
+        }
+        __m256 s[2];
+        scales16_raw(pk, blk, g, s);
+        t0 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a4, a6)), s[0], t0);
+        t1 = _mm256_fmadd_ps(_mm256_add_ps(_mm256_add_ps(a1, a3), _mm256_add_ps(a5, a7)), s[1], t1);
+    }
+    _mm256_storeu_ps(y, gemv_fix(pk, t0));
+    _mm256_storeu_ps(y + 8, gemv_fix(pk, t1));
+}
+
+/* Two tokens: two chains each (column k % 2); the totals live in y. */
+AI void gemv2(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
+              const int code) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    const float *x0 = x[0], *x1 = x[1];
+    const __m256 zero = _mm256_setzero_ps();
+    float *y0 = y, *y1 = y + ldy;
+    _mm256_storeu_ps(y0, zero);
+    _mm256_storeu_ps(y0 + 8, zero);
+    _mm256_storeu_ps(y1, zero);
+    _mm256_storeu_ps(y1 + 8, zero);
+    const size_t gs = pk->gsize;
+    for (size_t g = 0; g < pk->groups; g++) {
+        /* a<token><phase><half> */
+        __m256 a000 = zero, a001 = zero, a010 = zero, a011 = zero, a100 = zero, a101 = zero,
+               a110 = zero, a111 = zero;
+        for (size_t k = g * gs; k < (g + 1) * gs; k += 4) {
+            __m256 f0, f1, f2, f3;
+            PF(bc, k, code);
+            __m256i v = _mm256_setzero_si256();
+            const uint8_t *q = bc + k * MOEQ__PK_ROWS;
+            if (code == MOEQ__PK_NIB) {
+                v = _mm256_loadu_si256((const __m256i *)(const void *)(bc + k * 8));
+                NIB_HALF(v, lutl, luth, 0, f0, f1, f2, f3);
+            } else {
+                BYTE_COL(q, code, f0, f1);
+                BYTE_COL(q + 16, code, f2, f3);
+            }
+            __m256 b = BC(x0, 0), c = BC(x1, 0);
+            FMA(a000, f0, b);
+            FMA(a001, f1, b);
+            FMA(a100, f0, c);
+            FMA(a101, f1, c);
+            b = BC(x0, 1);
+            c = BC(x1, 1);
+            FMA(a010, f2, b);
+            FMA(a011, f3, b);
+            FMA(a110, f2, c);
+            FMA(a111, f3, c);
+            if (code == MOEQ__PK_NIB) {
+                NIB_HALF(v, lutl, luth, 1, f0, f1, f2, f3);
+            } else {
+                BYTE_COL(q + 32, code, f0, f1);
+                BYTE_COL(q + 48, code, f2, f3);
+            }
+            b = BC(x0, 2);
+            c = BC(x1, 2);
+            FMA(a000, f0, b);
+            FMA(a001, f1, b);
+            FMA(a100, f0, c);
+            FMA(a101, f1, c);
+            b = BC(x0, 3);
+            c = BC(x1, 3);
+            FMA(a010, f2, b);
+            FMA(a011, f3, b);
+            FMA(a110, f2, c);
+            FMA(a111, f3, c);
+        }
+        __m256 s[2];
+        scales16_raw(pk, blk, g, s);
+        _mm256_storeu_ps(y0, _mm256_fmadd_ps(_mm256_add_ps(a000, a010), s[0], _mm256_loadu_ps(y0)));
+        _mm256_storeu_ps(y0 + 8,
+                         _mm256_fmadd_ps(_mm256_add_ps(a001, a011), s[1], _mm256_loadu_ps(y0 + 8)));
+        _mm256_storeu_ps(y1, _mm256_fmadd_ps(_mm256_add_ps(a100, a110), s[0], _mm256_loadu_ps(y1)));
+        _mm256_storeu_ps(y1 + 8,
+                         _mm256_fmadd_ps(_mm256_add_ps(a101, a111), s[1], _mm256_loadu_ps(y1 + 8)));
+    }
+    gemv_fix_mem(pk, y, ldy, 2);
+}
+
+/* Three or four tokens: one chain each; the totals live in y. */
+AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
+               const int code, const int M) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = M > 3 ? x[3] : x[2];
+    const __m256 zero = _mm256_setzero_ps();
+    for (int m = 0; m < M; m++) {
+        _mm256_storeu_ps(y + (size_t)m * ldy, zero);
+        _mm256_storeu_ps(y + (size_t)m * ldy + 8, zero);
+    }
+    const size_t gs = pk->gsize;
+    for (size_t g = 0; g < pk->groups; g++) {
+        __m256 a00 = zero, a01 = zero, a10 = zero, a11 = zero, a20 = zero, a21 = zero, a30 = zero,
+               a31 = zero;
+        for (size_t k = g * gs; k < (g + 1) * gs; k += 4) {
+            __m256 f0, f1, f2, f3;
+            PF(bc, k, code);
+            __m256i v = _mm256_setzero_si256();
+            const uint8_t *q = bc + k * MOEQ__PK_ROWS;
+            if (code == MOEQ__PK_NIB) {
+                v = _mm256_loadu_si256((const __m256i *)(const void *)(bc + k * 8));
+                NIB_HALF(v, lutl, luth, 0, f0, f1, f2, f3);
+            } else {
+                BYTE_COL(q, code, f0, f1);
+                BYTE_COL(q + 16, code, f2, f3);
+            }
+#define STEP4(j, fa, fb)                                                                           \
+    do {                                                                                           \
+        __m256 b_ = BC(x0, j);                                                                     \
+        FMA(a00, fa, b_);                                                                          \
+        FMA(a01, fb, b_);                                                                          \
+        b_ = BC(x1, j);                                                                            \
+        FMA(a10, fa, b_);                                                                          \
+        FMA(a11, fb, b_);                                                                          \
+        b_ = BC(x2, j);                                                                            \
+        FMA(a20, fa, b_);                                                                          \
+        FMA(a21, fb, b_);                                                                          \
+        if (M > 3) {                                                                               \
+            b_ = BC(x3, j);                                                                        \
+            FMA(a30, fa, b_);                                                                      \
+            FMA(a31, fb, b_);                                                                      \
+        }                                                                                          \
+    } while (0)
+            STEP4(0, f0, f1);
+            STEP4(1, f2, f3);
+            if (code == MOEQ__PK_NIB) {
+                NIB_HALF(v, lutl, luth, 1, f0, f1, f2, f3);
+            } else {
+                BYTE_COL(q + 32, code, f0, f1);
+                BYTE_COL(q + 48, code, f2, f3);
+            }
+            STEP4(2, f0, f1);
+            STEP4(3, f2, f3);
+#undef STEP4
+        }
+        __m256 s[2];
+        scales16_raw(pk, blk, g, s);
+#define TOT(m, a0, a1)                                                                             \
+    do {                                                                                           \
+        float *yy_ = y + (size_t)(m)*ldy;                                                          \
+        _mm256_storeu_ps(yy_, _mm256_fmadd_ps(a0, s[0], _mm256_loadu_ps(yy_)));                    \
+        _mm256_storeu_ps(yy_ + 8, _mm256_fmadd_ps(a1, s[1], _mm256_loadu_ps(yy_ + 8)));            \
+    } while (0)
+        TOT(0, a00, a01);
+        TOT(1, a10, a11);
+        TOT(2, a20, a21);
+        if (M > 3) TOT(3, a30, a31);
+#undef TOT
+    }
+    gemv_fix_mem(pk, y, ldy, M);
+}
+
+static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
+                 size_t ldy) {
+#define GEMV_CODE(code)                                                                            \
+    switch (M) {                                                                                   \
+        case 1: gemv1(pk, blk, x, y, code); break;                                                 \
+        case 2: gemv2(pk, blk, x, y, ldy, code); break;                                            \
+        case 3: gemv34(pk, blk, x, y, ldy, code, 3); break;                                        \
+        default: gemv34(pk, blk, x, y, ldy, code, 4); break;                                       \
+    }
+    switch (pk->code) {
+        case MOEQ__PK_NIB: GEMV_CODE(MOEQ__PK_NIB); break;
+        case MOEQ__PK_I8: GEMV_CODE(MOEQ__PK_I8); break;
+        default: GEMV_CODE(MOEQ__PK_E4M3); break;
+    }
+#undef GEMV_CODE
+}
+
+/* ---- tile: up to 6 tokens x 16 rows over a panel ----------------------------------- */
+
+AI void tile_impl(const float *P, size_t nk, const float *const *x, float *C, size_t ldc,
+                  int accumulate, const int M) {
+    const __m256 z = _mm256_setzero_ps();
+    __m256 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z, c41 = z,
+           c50 = z, c51 = z;
+    const float *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
+                *x3 = M > 3 ? x[3] : x0, *x4 = M > 4 ? x[4] : x0, *x5 = M > 5 ? x[5] : x0;
+#define LD(m, a, b)                                                                                \
+    if (M > m) {                                                                                   \
+        a = _mm256_loadu_ps(C + (size_t)(m)*ldc);                                                  \
+        b = _mm256_loadu_ps(C + (size_t)(m)*ldc + 8);                                              \
+    }
+    if (accumulate) {
+        LD(0, c00, c01)
+        LD(1, c10, c11) LD(2, c20, c21) LD(3, c30, c31) LD(4, c40, c41) LD(5, c50, c51)
+    }
+#undef LD
+    for (size_t k = 0; k < nk; k++) {
+        const __m256 p0 = _mm256_loadu_ps(P + k * MOEQ__PK_ROWS);
+        const __m256 p1 = _mm256_loadu_ps(P + k * MOEQ__PK_ROWS + 8);
+#define ROW(m, xp, a, b)                                                                           \
+    if (M > m) {                                                                                   \
+        const __m256 xb_ = _mm256_broadcast_ss((xp) + k);                                          \
+        FMA(a, p0, xb_);                                                                           \
+        FMA(b, p1, xb_);                                                                           \
+    }
+        ROW(0, x0, c00, c01)
+        ROW(1, x1, c10, c11) ROW(2, x2, c20, c21) ROW(3, x3, c30, c31) ROW(4, x4, c40, c41)
+            ROW(5, x5, c50, c51)
+#undef ROW
+    }
+#define ST(m, a, b)                                                                                \
+    if (M > m) {                                                                                   \
+        _mm256_storeu_ps(C + (size_t)(m)*ldc, a);                                                  \
+        _mm256_storeu_ps(C + (size_t)(m)*ldc + 8, b);                                              \
+    }
+    ST(0, c00, c01) ST(1, c10, c11) ST(2, c20, c21) ST(3, c30, c31) ST(4, c40, c41) ST(5, c50, c51)
+#undef ST
+}
+
+static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
+                 int accumulate) {
+    switch (M) {
+        case 1: tile_impl(P, nk, x, C, ldc, accumulate, 1); break;
+        case 2: tile_impl(P, nk, x, C, ldc, accumulate, 2); break;
+        case 3: tile_impl(P, nk, x, C, ldc, accumulate, 3); break;
+        case 4: tile_impl(P, nk, x, C, ldc, accumulate, 4); break;
+        case 5: tile_impl(P, nk, x, C, ldc, accumulate, 5); break;
+        default: tile_impl(P, nk, x, C, ldc, accumulate, 6); break;
+    }
+}
+
+/* ---- activations ------------------------------------------------------------------ */
+
+AI __m256 absps(__m256 v) {
+    return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)));
+}
+
+static float amax(const float *x, size_t n) {
+    __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+    size_t i = 0;
+    /* max(a, m) returns m when a is NaN: NaN is skipped, as in the reference */
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm256_max_ps(absps(_mm256_loadu_ps(x + i)), m0);
+        m1 = _mm256_max_ps(absps(_mm256_loadu_ps(x + i + 8)), m1);
+        m2 = _mm256_max_ps(absps(_mm256_loadu_ps(x + i + 16)), m2);
+        m3 = _mm256_max_ps(absps(_mm256_loadu_ps(x + i + 24)), m3);
+    }
+    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(absps(_mm256_loadu_ps(x + i)), m0);
+    m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, m0);
+    float m = 0.0f;
+    for (int j = 0; j < 8; j++) m = lanes[j] > m ? lanes[j] : m;
+    for (; i < n; i++) {
+        const float a = x[i] < 0 ? -x[i] : x[i];
+        if (a > m) m = a;
+    }
+    return m;
+}
+
+/* int8: clamp(round_half_even(x / s), -128, 127) * s; NaN -> 0; never -0. */
+AI __m256 qdq_int8_v(__m256 x, __m256 s) {
+    const __m256 v = _mm256_div_ps(x, s);
+    const __m256 ord = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
+    __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
+    r = _mm256_add_ps(r, _mm256_setzero_ps());      /* -0 -> +0, as the int8 code */
+    return _mm256_mul_ps(_mm256_and_ps(r, ord), s); /* NaN -> code 0 (then times s) */
+}
+
+static void qdq_int8(const float *x, size_t n, float s, float *out) {
+    const __m256 sv = _mm256_set1_ps(s);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, qdq_int8_v(_mm256_loadu_ps(x + i), sv));
+    if (i < n) moeq__kern_portable.qdq_int8(x + i, n - i, s, out + i);
+}
+
+/* |v| (already <= 448) rounded to the E4M3 grid, half to even. */
+AI __m256 e4m3_round_mag(__m256 a) {
+    const __m256i bits = _mm256_castps_si256(a);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 20), _mm256_set1_epi32(1));
+    const __m256i rn =
+        _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFFF)), odd),
+                         _mm256_set1_epi32((int)0xFFF00000u));
+    /* below 2^-6 the grid is the subnormal step 2^-9 */
+    const __m256 rs = _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(512.0f)),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                    _mm256_set1_ps(1.0f / 512.0f));
+    const __m256 small = _mm256_cmp_ps(a, _mm256_set1_ps(0x1p-6f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(_mm256_castsi256_ps(rn), rs, small);
+}
+
+/* fp8: e4m3(clamp(x / s, +-448)) * s; NaN -> +0; the sign of zero kept. */
+AI __m256 qdq_fp8_v(__m256 x, __m256 s) {
+    const __m256 v = _mm256_div_ps(x, s);
+    const __m256 ord = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
+    const __m256 c =
+        _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-448.0f)), _mm256_set1_ps(448.0f));
+    const __m256 sign = _mm256_and_ps(c, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)));
+    const __m256 q = _mm256_or_ps(e4m3_round_mag(absps(c)), sign);
+    return _mm256_mul_ps(_mm256_and_ps(q, ord), s); /* NaN -> code 0 (then times s) */
+}
+
+static void qdq_fp8(const float *x, size_t n, float s, float *out) {
+    const __m256 sv = _mm256_set1_ps(s);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, qdq_fp8_v(_mm256_loadu_ps(x + i), sv));
+    if (i < n) moeq__kern_portable.qdq_fp8(x + i, n - i, s, out + i);
+}
+
+/* NVFP4 values of x / eff: CT's FP4 rounding (the E2M1 grid, half to even),
+ * times eff; small negatives give -0, -0 gives +0, NaN gives a zero with its sign. */
+AI __m256 qdq_fp4_v(__m256 x, __m256 eff) {
+    const __m256 v = _mm256_div_ps(x, eff);
+    const __m256 unord = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    const __m256 signbit = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    const __m256 c = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-6.0f)), _mm256_set1_ps(6.0f));
+    const __m256 a = absps(c);
+    const __m256i bits = _mm256_castps_si256(a);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 22), _mm256_set1_epi32(1));
+    const __m256i rn =
+        _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x1FFFFF)), odd),
+                         _mm256_set1_epi32((int)0xFFC00000u));
+    const __m256 rs = _mm256_mul_ps(
+        _mm256_round_ps(_mm256_add_ps(a, a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+        _mm256_set1_ps(0.5f));
+    const __m256 small = _mm256_cmp_ps(a, _mm256_set1_ps(1.0f), _CMP_LT_OQ);
+    __m256 r = _mm256_blendv_ps(_mm256_castsi256_ps(rn), rs, small);
+    const __m256 neg = _mm256_cmp_ps(c, _mm256_setzero_ps(), _CMP_LT_OQ);
+    r = _mm256_or_ps(r, _mm256_and_ps(neg, signbit));
+    r = _mm256_blendv_ps(r, _mm256_and_ps(v, signbit), unord);
+    return _mm256_mul_ps(r, eff);
+}
+
+/* [max of a_0, ..., max of a_7]: the horizontal maxima of 8 vectors. */
+AI __m256 hmax8(const __m256 a[8]) {
+    __m256 p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = _mm256_max_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                             _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    }
+    const __m256 b0 =
+        _mm256_max_ps(_mm256_shuffle_ps(p[0], p[1], 0x44), _mm256_shuffle_ps(p[0], p[1], 0xEE));
+    const __m256 b1 =
+        _mm256_max_ps(_mm256_shuffle_ps(p[2], p[3], 0x44), _mm256_shuffle_ps(p[2], p[3], 0xEE));
+    return _mm256_max_ps(_mm256_permute2f128_ps(b0, b1, 0x20),
+                         _mm256_permute2f128_ps(b0, b1, 0x31));
+}
+
+static void qdq_nvfp4(const float *x, size_t n, float gsc, float *out) {
+    const __m256 g = _mm256_set1_ps(gsc);
+    for (size_t i0 = 0; i0 < n; i0 += 128) {
+        const size_t ng = (n - i0) / 16 < 8 ? (n - i0) / 16 : 8;
+        __m256 m[8];
+        for (size_t j = 0; j < 8; j++) {
+            if (j < ng) {
+                const float *p = x + i0 + 16 * j;
+                /* NaN lanes become 0 (max returns its second operand) */
+                m[j] = _mm256_max_ps(
+                    _mm256_max_ps(absps(_mm256_loadu_ps(p)), _mm256_setzero_ps()),
+                    _mm256_max_ps(absps(_mm256_loadu_ps(p + 8)), _mm256_setzero_ps()));
+            } else {
+                m[j] = _mm256_setzero_ps();
+            }
+        }
+        /* local = e4m3(gsc * (amax / 6)) (0 -> 0.125), eff = local / gsc */
+        const __m256 am = hmax8(m);
+        const __m256 local = _mm256_mul_ps(g, _mm256_div_ps(am, _mm256_set1_ps(6.0f)));
+        __m256 sf = e4m3_round_mag(_mm256_min_ps(local, _mm256_set1_ps(448.0f)));
+        sf = _mm256_blendv_ps(sf, _mm256_set1_ps(0.125f),
+                              _mm256_cmp_ps(sf, _mm256_setzero_ps(), _CMP_EQ_OQ));
+        float eff[8];
+        _mm256_storeu_ps(eff, _mm256_div_ps(sf, g));
+        for (size_t j = 0; j < ng; j++) {
+            const float *p = x + i0 + 16 * j;
+            const __m256 e = _mm256_set1_ps(eff[j]);
+            _mm256_storeu_ps(out + i0 + 16 * j, qdq_fp4_v(_mm256_loadu_ps(p), e));
+            _mm256_storeu_ps(out + i0 + 16 * j + 8, qdq_fp4_v(_mm256_loadu_ps(p + 8), e));
+        }
+    }
+}
+
+/* ---- gated activation, combine, conversions --------------------------------------- */
+
+/* expf, Cephes style: 2^n * p(r), |r| <= ln2/2; within 2 ulp; +inf past
+ * ln(FLT_MAX) and a tiny positive value (not a subnormal) far below. */
+AI __m256 exp_ps(__m256 x) {
+    const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.72283935546875f), _CMP_GT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3365478515625f)),
+                      _mm256_set1_ps(88.3762626647949f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), over);
+}
+
+static void silu_mul(const float *g, const float *u, float *a, size_t n, float limit) {
+    size_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f), lim = _mm256_set1_ps(limit),
+                 nlim = _mm256_set1_ps(-limit);
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_loadu_ps(g + i), uv = _mm256_loadu_ps(u + i);
+        if (limit > 0) {
+            gv = _mm256_min_ps(gv, lim);
+            uv = _mm256_min_ps(_mm256_max_ps(uv, nlim), lim);
+        }
+        const __m256 e = exp_ps(_mm256_xor_ps(gv, sign));
+        _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), uv));
+    }
+    if (i < n) moeq__kern_portable.silu_mul(g + i, u + i, a + i, n - i, limit);
+}
+
+static void axpy(float *acc, const float *y, float w, size_t n) {
+    const __m256 wv = _mm256_set1_ps(w);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i),
+                                                _mm256_mul_ps(wv, _mm256_loadu_ps(y + i))));
+    }
+    for (; i < n; i++) acc[i] += w * y[i];
+}
+
+static void bf16_to_f32(const uint16_t *src, size_t n, float *dst) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i h =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(src + i)));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    }
+    for (; i < n; i++) dst[i] = moeq__bf16_to_f32(src[i]);
+}
+
+static void f32_to_bf16(const float *src, size_t n, uint16_t *dst) {
+    size_t i = 0;
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+        const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        __m256i r = _mm256_srli_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+        const __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        r = _mm256_blendv_epi8(r, q, nan);
+        /* 8 x 32-bit -> 8 x 16-bit (values fit: no saturation) */
+        const __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+        _mm_storeu_si128((__m128i *)(void *)(dst + i),
+                         _mm_packus_epi32(_mm_and_si128(lo, _mm_set1_epi32(0xFFFF)),
+                                          _mm_and_si128(hi, _mm_set1_epi32(0xFFFF))));
+    }
+    for (; i < n; i++) dst[i] = moeq__f32_to_bf16(src[i]);
+}
+
+const moeq__kern moeq__kern_avx2 = {
+    .name = "avx2",
+    .panel = panel,
+    .gemv = gemv,
+    .tile = tile,
+    .amax = amax,
+    .qdq_int8 = qdq_int8,
+    .qdq_fp8 = qdq_fp8,
+    .qdq_nvfp4 = qdq_nvfp4,
+    .silu_mul = silu_mul,
+    .axpy = axpy,
+    .bf16_to_f32 = bf16_to_f32,
+    .f32_to_bf16 = f32_to_bf16,
+};

@@ -1,0 +1,681 @@
+/*
+ * moe_fast.c - the fast MoE forward (what moeq_moe_apply runs unless the
+ * context pins the reference).  Same math as moe_apply.c's reference forward,
+ * the same activation quantization (bit for bit), only sums in other orders:
+ *
+ *   bucket   the (token, k) pairs held here, grouped by expert (stable);
+ *   prep     x -> f32 once per token (router weight on input folded in), the
+ *            token's activation quantization when it does not depend on the
+ *            expert (dynamic per token/group, static and per-tensor scales);
+ *            NVFP4 inputs (a global scale per expert) get one row per pair;
+ *   gemm1    work items (expert, 16-row blocks of I): gate and up of the
+ *            block for every row of the expert, bias, the gated activation;
+ *   quant    the activation quantization of the down inputs, per row;
+ *   gemm2    work items (expert, 16-row blocks of H);
+ *   combine  per token, its k outputs in k order, then routed scaling.
+ *
+ * Non-finite values follow moe_apply.c's rule: a token whose input row, or
+ * one of whose down-projection inputs, holds a NaN or an infinity (or whose
+ * result does) gets a row of NaN, and such tokens and rows are left out of
+ * the per-tensor activation scales.
+ *
+ * Threads: the context's pool runs each step; work items are taken from an
+ * atomic counter, rows and tokens are split in fixed ranges.  Every output
+ * element is computed by one thread with a summation order fixed by the
+ * shapes and the routing alone, so results are bit-identical for any thread
+ * count.
+ *
+ * Projections use, per block of 16 output rows: for packed weights and up to
+ * MOEQ__GEMV_MAX rows of an expert, the gemv kernel (codes decoded in
+ * registers, once); for more rows, the weights of a 16 x KB panel are
+ * dequantized to f32 once and the tile kernel runs up to 6 rows at a time
+ * over it; projections that could not be packed are dequantized by
+ * moeq__dequant_ref into the same panels.
+ */
+#include "moe.h"
+#include "pool.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#ifdef MOEQ_FAST_PROFILE
+#include <stdio.h>
+#include <time.h>
+static double prof_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+#define PROF(name)                                                                                 \
+    do {                                                                                           \
+        double t_ = prof_now();                                                                    \
+        fprintf(stderr, "  %-8s %8.3f ms\n", name, (t_ - prof_t) * 1e3);                           \
+        prof_t = t_;                                                                               \
+    } while (0)
+#else
+#define PROF(name) ((void)0)
+#endif
+
+#define KB 256 /* panel columns: 16 x 256 f32 = 16 KiB */
+
+typedef struct item {
+    int32_t e, b0, nb;
+} item;
+
+typedef struct fast {
+    const moeq_moe *l;
+    const moeq__kern *K;
+    const moeq__apply_io *io;
+    size_t T, k, H, I, E, rows, mmax, maxk;
+    int32_t *starts;     /* [E + 1] */
+    int32_t *order;      /* [rows]: row -> pair */
+    int32_t *row_of;     /* [pairs]: pair -> row, or -1 */
+    int32_t *row_expert; /* [rows] */
+    uint8_t *used;       /* [T]: the token has a pair held here */
+    uint8_t *bad;        /* [T]: the token's input row is not finite */
+    uint8_t *row_bad;    /* [rows]: the row's token is bad, or its A row is not finite */
+    float *xf;           /* [T, H] */
+    float *X;            /* [rows, H] when per_row_x */
+    float *A;            /* [rows, I] */
+    float *Y;            /* [rows, H] */
+    bool per_row_x;
+    float ts1, ts2;
+    float *partial; /* [threads] */
+    const item *items;
+    size_t n_items;
+    atomic_size_t next;
+    size_t chunk;   /* rows or tokens per grab in the row/token steps */
+    int nt;         /* threads */
+    uint8_t *tbase; /* per-thread scratch */
+    size_t tstride;
+} fast;
+
+/* Per-thread scratch. */
+typedef struct tscratch {
+    float *P;               /* [KB, 16] */
+    float *W16;             /* [16, maxk]: unpacked projections */
+    float *Cg;              /* [mmax, 16] */
+    float *Cu;              /* [mmax, 16] */
+    const float **xr, **xo; /* [mmax] */
+    float *ybuf;            /* [H] */
+    void *codes;            /* activation codes for the reference quantizers */
+    float *scales;
+} tscratch;
+
+static size_t up64(size_t n) {
+    return (n + 63) & ~(size_t)63;
+}
+
+static size_t tscratch_size(const fast *f) {
+    size_t maxk = f->maxk;
+    return up64(KB * 16 * sizeof(float)) +
+           (f->l->all_packed ? 0 : up64(16 * maxk * sizeof(float))) +
+           2 * up64(f->mmax * 16 * sizeof(float)) + 2 * up64(f->mmax * sizeof(float *)) +
+           up64(f->H * sizeof(float)) + up64(moeq__act_codes_bound(1, maxk)) +
+           up64((maxk + 2) * sizeof(float));
+}
+
+static tscratch tscratch_get(const fast *f, int tid) {
+    uint8_t *p = f->tbase + (size_t)tid * f->tstride;
+    tscratch t;
+    t.P = (float *)(void *)p;
+    p += up64(KB * 16 * sizeof(float));
+    t.W16 = NULL;
+    if (!f->l->all_packed) {
+        t.W16 = (float *)(void *)p;
+        p += up64(16 * f->maxk * sizeof(float));
+    }
+    t.Cg = (float *)(void *)p;
+    p += up64(f->mmax * 16 * sizeof(float));
+    t.Cu = (float *)(void *)p;
+    p += up64(f->mmax * 16 * sizeof(float));
+    t.xr = (const float **)(void *)p;
+    p += up64(f->mmax * sizeof(float *));
+    t.xo = (const float **)(void *)p;
+    p += up64(f->mmax * sizeof(float *));
+    t.ybuf = (float *)(void *)p;
+    p += up64(f->H * sizeof(float));
+    t.codes = p;
+    p += up64(moeq__act_codes_bound(1, f->maxk));
+    t.scales = (float *)(void *)p;
+    return t;
+}
+
+/* The next range of a row or token step: threads take chunks from a shared
+ * counter (a thread the system holds back does not hold the others up). */
+static bool next_range(fast *f, size_t n, size_t *a, size_t *b) {
+    size_t chunk = f->chunk;
+    size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed) * chunk;
+    if (i >= n) return false;
+    *a = i;
+    *b = n - i < chunk ? n : i + chunk;
+    return true;
+}
+
+/* ---- activation quantization of one row ---------------------------------------------- */
+
+static void qdq_row(const fast *f, const tscratch *t, float *v, size_t n, float act_scale,
+                    float tensor_scale) {
+    const moeq__kern *K = f->K;
+    const moeq_moe *l = f->l;
+    switch (l->act_kind) {
+        case MOEQ__ACT_NONE: return;
+        case MOEQ__ACT_INT8_TOKEN: {
+            float am = K->amax(v, n);
+            K->qdq_int8(v, n, (am > MOEQ__ACT_INT8_EPS ? am : MOEQ__ACT_INT8_EPS) / 127.0f, v);
+            return;
+        }
+        case MOEQ__ACT_INT8_TENSOR: K->qdq_int8(v, n, tensor_scale, v); return;
+        case MOEQ__ACT_INT8_STATIC: K->qdq_int8(v, n, act_scale, v); return;
+        case MOEQ__ACT_FP8_TOKEN: {
+            float am = K->amax(v, n);
+            K->qdq_fp8(v, n, (am > MOEQ__ACT_FP8_EPS ? am : MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX, v);
+            return;
+        }
+        case MOEQ__ACT_FP8_TENSOR: K->qdq_fp8(v, n, tensor_scale, v); return;
+        case MOEQ__ACT_FP8_STATIC: K->qdq_fp8(v, n, act_scale, v); return;
+        case MOEQ__ACT_FP8_GROUP: {
+            size_t gs = (size_t)l->act_group;
+            for (size_t c0 = 0; c0 < n; c0 += gs) {
+                size_t len = n - c0 < gs ? n - c0 : gs;
+                float am = K->amax(v + c0, len);
+                float s =
+                    (am > MOEQ__ACT_FP8_GROUP_EPS ? am : MOEQ__ACT_FP8_GROUP_EPS) / MOEQ__E4M3_MAX;
+                K->qdq_fp8(v + c0, len, s, v + c0);
+            }
+            return;
+        }
+        case MOEQ__ACT_NVFP4:
+            if (n % 16 == 0) {
+                K->qdq_nvfp4(v, n, act_scale, v);
+                return;
+            }
+            break;
+        default: break;
+    }
+    moeq__act_quant_rows(l->act_kind, l->act_group, v, 1, n, tensor_scale, act_scale, t->codes,
+                         t->scales);
+}
+
+static bool all_finite(const float *x, size_t n) {
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= fabsf(x[i]) <= 3.4028235e38f; /* false for NaN */
+    return ok;
+}
+
+static bool tensor_kind(int32_t kind) {
+    return kind == MOEQ__ACT_INT8_TENSOR || kind == MOEQ__ACT_FP8_TENSOR;
+}
+
+static float tensor_scale(int32_t kind, float amax) {
+    if (kind == MOEQ__ACT_INT8_TENSOR) return fmaxf(amax, MOEQ__ACT_INT8_EPS) / 127.0f;
+    return fmaxf(amax, MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX;
+}
+
+/* ---- one 16-row block of a projection ---------------------------------------------- */
+
+/* Asks for the codes of columns [k0, k0 + nk) of block b ahead of use (the
+ * panel path reads them once, from DRAM, between long runs of FMAs). */
+static void prefetch_cols(const moeq__packed *pk, size_t b, size_t k0, size_t nk) {
+    if (b >= pk->blocks || k0 >= pk->cols) return;
+    if (k0 + nk > pk->cols) nk = pk->cols - k0;
+    size_t per = pk->code == MOEQ__PK_NIB ? 8 : 16;
+    const uint8_t *p = pk->codes + b * pk->blk_code_bytes + k0 * per;
+    for (size_t o = 0; o < nk * per; o += 64) __builtin_prefetch(p + o, 0, 2);
+}
+
+/* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything). */
+static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t M,
+                       const float *const *xr, float *C) {
+    const moeq__kern *K = f->K;
+    const moeq__qweight *w = &pj->w;
+    const size_t cols = w->cols;
+    if (w->kind == MOEQ__QW_PACKED && M <= MOEQ__GEMV_MAX) {
+        K->gemv(&pj->pk, b, M, xr, C, 16);
+        return;
+    }
+    if (w->kind != MOEQ__QW_PACKED) {
+        size_t r0 = b * 16, nr = w->rows - r0 < 16 ? w->rows - r0 : 16;
+        moeq__dequant_ref(w, r0, nr, t->W16);
+        memset(t->W16 + nr * cols, 0, (16 - nr) * cols * sizeof(float));
+    }
+    size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
+    size_t base = M / ntile, extra = M % ntile;
+    if (w->kind == MOEQ__QW_PACKED) prefetch_cols(&pj->pk, b, 0, 2 * KB);
+    for (size_t k0 = 0; k0 < cols; k0 += KB) {
+        size_t nk = cols - k0 < KB ? cols - k0 : KB;
+        if (w->kind == MOEQ__QW_PACKED) {
+            prefetch_cols(&pj->pk, b, k0 + 2 * KB, KB);
+            K->panel(&pj->pk, b, k0, nk, t->P);
+        } else {
+            for (size_t k = 0; k < nk; k++) {
+                for (size_t r = 0; r < 16; r++) t->P[k * 16 + r] = t->W16[r * cols + k0 + k];
+            }
+        }
+        for (size_t m = 0; m < M; m++) t->xo[m] = xr[m] + k0;
+        size_t m0 = 0;
+        for (size_t i = 0; i < ntile; i++) {
+            size_t mt = base + (i < extra);
+            K->tile(t->P, nk, mt, t->xo + m0, C + m0 * 16, 16, k0 > 0);
+            m0 += mt;
+        }
+    }
+}
+
+/* ---- the steps ---------------------------------------------------------------------- */
+
+/* x -> f32 per token (times the router weight on input), the expert-independent
+ * activation quantization, partial amax for the per-tensor kinds. */
+static void step_tokens(void *arg, int tid, int nt) {
+    fast *f = arg;
+    const moeq_moe *l = f->l;
+    const moeq__apply_io *io = f->io;
+    tscratch t = tscratch_get(f, tid);
+    (void)nt;
+    size_t a, b;
+    size_t esz = moeq_dtype_size(io->x_dtype);
+    float am = 0.0f;
+    bool local_quant = !f->per_row_x && !tensor_kind(l->act_kind);
+    while (next_range(f, f->T, &a, &b))
+        for (size_t tok = a; tok < b; tok++) {
+            float *row = f->xf + tok * f->H;
+            const void *src = (const uint8_t *)io->x + tok * f->H * esz;
+            if (io->x_dtype == MOEQ_DTYPE_BF16) {
+                f->K->bf16_to_f32(src, f->H, row);
+            } else {
+                moeq__to_f32_ref(io->x_dtype, src, f->H, row);
+            }
+            f->bad[tok] = !all_finite(row, f->H);
+            if (!f->used[tok] || f->bad[tok]) continue; /* a bad token's output is NaN */
+            if (l->cfg.apply_router_weight_on_input) { /* top_k == 1 */
+                float s = io->weights[tok];
+                for (size_t h = 0; h < f->H; h++) row[h] = row[h] * s;
+            }
+            if (local_quant) {
+                qdq_row(f, &t, row, f->H, l->projs[0].act_scale, 1.0f);
+            } else if (tensor_kind(l->act_kind)) {
+                float m = f->K->amax(row, f->H);
+                am = m > am ? m : am;
+            }
+        }
+    f->partial[tid] = am;
+}
+
+/* The per-tensor quantization of the tokens, or NVFP4 rows per pair. */
+static void step_tokens2(void *arg, int tid, int nt) {
+    fast *f = arg;
+    const moeq_moe *l = f->l;
+    tscratch t = tscratch_get(f, tid);
+    (void)nt;
+    size_t a, b;
+    if (f->per_row_x) {
+        while (next_range(f, f->rows, &a, &b))
+            for (size_t r = a; r < b; r++) {
+                size_t tok = (size_t)f->order[r] / f->k;
+                float *dst = f->X + r * f->H;
+                memcpy(dst, f->xf + tok * f->H, f->H * sizeof(float));
+                if (f->bad[tok]) continue;
+                const moeq__proj *pg = &l->projs[f->row_expert[r] * 3];
+                qdq_row(f, &t, dst, f->H, pg->act_scale, f->ts1);
+            }
+        return;
+    }
+    while (next_range(f, f->T, &a, &b)) {
+        for (size_t tok = a; tok < b; tok++) {
+            if (f->used[tok] && !f->bad[tok]) {
+                qdq_row(f, &t, f->xf + tok * f->H, f->H, 1.0f, f->ts1);
+            }
+        }
+    }
+}
+
+static void gemm1_item(fast *f, const tscratch *t, const item *it) {
+    const moeq_moe *l = f->l;
+    size_t r0 = (size_t)f->starts[it->e], M = (size_t)f->starts[it->e + 1] - r0;
+    for (size_t m = 0; m < M; m++) {
+        size_t r = r0 + m;
+        t->xr[m] = f->per_row_x ? f->X + r * f->H : f->xf + ((size_t)f->order[r] / f->k) * f->H;
+    }
+    const moeq__proj *pg = &l->projs[it->e * 3 + MOEQ__GATE], *pu = &l->projs[it->e * 3 + MOEQ__UP];
+    for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
+        if (M > MOEQ__GEMV_MAX && l->all_packed) {
+            /* up's block comes next; the following blocks soon after, here or
+             * on another core (L3 is shared) */
+            prefetch_cols(&pu->pk, (size_t)b, 0, 2 * KB);
+            prefetch_cols(&pg->pk, (size_t)b + 1, 0, 2 * KB);
+            prefetch_cols(&pu->pk, (size_t)b + 1, 0, 2 * KB);
+        }
+        proj_block(f, t, pg, (size_t)b, M, t->xr, t->Cg);
+        proj_block(f, t, pu, (size_t)b, M, t->xr, t->Cu);
+        size_t j0 = (size_t)b * 16, nj = f->I - j0 < 16 ? f->I - j0 : 16;
+        for (size_t m = 0; m < M; m++) {
+            float *g = t->Cg + m * 16, *u = t->Cu + m * 16;
+            if (pg->bias) {
+                for (size_t j = 0; j < nj; j++) g[j] += pg->bias[j0 + j];
+            }
+            if (pu->bias) {
+                for (size_t j = 0; j < nj; j++) u[j] += pu->bias[j0 + j];
+            }
+            float *a = f->A + (r0 + m) * f->I + j0;
+            if (l->cfg.activation == MOEQ_ACT_SILU) {
+                f->K->silu_mul(g, u, a, nj, l->cfg.swiglu_limit);
+            } else {
+                moeq__gated_act(&l->cfg, g, u, a, nj);
+            }
+        }
+    }
+}
+
+static void gemm2_item(fast *f, const tscratch *t, const item *it) {
+    const moeq_moe *l = f->l;
+    size_t r0 = (size_t)f->starts[it->e], M = (size_t)f->starts[it->e + 1] - r0;
+    for (size_t m = 0; m < M; m++) t->xr[m] = f->A + (r0 + m) * f->I;
+    const moeq__proj *pd = &l->projs[it->e * 3 + MOEQ__DOWN];
+    for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
+        if (M > MOEQ__GEMV_MAX && l->all_packed) prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB);
+        proj_block(f, t, pd, (size_t)b, M, t->xr, t->Cg);
+        size_t h0 = (size_t)b * 16, nh = f->H - h0 < 16 ? f->H - h0 : 16;
+        for (size_t m = 0; m < M; m++) {
+            float *y = f->Y + (r0 + m) * f->H + h0;
+            const float *c = t->Cg + m * 16;
+            if (pd->bias) {
+                for (size_t j = 0; j < nh; j++) y[j] = c[j] + pd->bias[h0 + j];
+            } else {
+                memcpy(y, c, nh * sizeof(float));
+            }
+        }
+    }
+}
+
+static void step_gemm1(void *arg, int tid, int nt) {
+    fast *f = arg;
+    (void)nt;
+    tscratch t = tscratch_get(f, tid);
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
+        if (i >= f->n_items) break;
+        gemm1_item(f, &t, &f->items[i]);
+    }
+}
+
+static void step_gemm2(void *arg, int tid, int nt) {
+    fast *f = arg;
+    (void)nt;
+    tscratch t = tscratch_get(f, tid);
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
+        if (i >= f->n_items) break;
+        gemm2_item(f, &t, &f->items[i]);
+    }
+}
+
+/* Which down-projection input rows are bad, and (per-tensor kinds) the amax
+ * of the others. */
+static void step_check_a(void *arg, int tid, int nt) {
+    fast *f = arg;
+    (void)nt;
+    size_t a, b;
+    float am = 0.0f;
+    bool want_amax = tensor_kind(f->l->act_kind);
+    while (next_range(f, f->rows, &a, &b))
+        for (size_t r = a; r < b; r++) {
+            const float *row = f->A + r * f->I;
+            f->row_bad[r] = f->bad[(size_t)f->order[r] / f->k] || !all_finite(row, f->I);
+            if (want_amax && !f->row_bad[r]) {
+                float m = f->K->amax(row, f->I);
+                am = m > am ? m : am;
+            }
+        }
+    f->partial[tid] = am;
+}
+
+static void step_quant_a(void *arg, int tid, int nt) {
+    fast *f = arg;
+    tscratch t = tscratch_get(f, tid);
+    (void)nt;
+    size_t a, b;
+    while (next_range(f, f->rows, &a, &b))
+        for (size_t r = a; r < b; r++) {
+            if (f->row_bad[r]) continue;
+            const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
+            qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
+        }
+}
+
+static void step_combine(void *arg, int tid, int nt) {
+    fast *f = arg;
+    const moeq_moe *l = f->l;
+    const moeq__apply_io *io = f->io;
+    tscratch t = tscratch_get(f, tid);
+    (void)nt;
+    size_t a, b;
+    const size_t H = f->H, k = f->k;
+    const float rsf = l->cfg.routed_scaling_factor;
+    const size_t osz = moeq_dtype_size(io->out_dtype);
+    while (next_range(f, f->T, &a, &b))
+        for (size_t tok = a; tok < b; tok++) {
+            float *acc = io->out_dtype == MOEQ_DTYPE_F32 ? (float *)io->out + tok * H : t.ybuf;
+            for (size_t h = 0; h < H; h++) acc[h] = 0;
+            bool bad = f->bad[tok];
+            for (size_t j = 0; j < k; j++) {
+                size_t p = tok * k + j;
+                if (f->row_of[p] < 0) continue;
+                if (f->row_bad && f->row_bad[f->row_of[p]]) bad = true;
+                float w = l->cfg.apply_router_weight_on_input ? 1.0f : io->weights[p];
+                f->K->axpy(acc, f->Y + (size_t)f->row_of[p] * H, w, H);
+            }
+            if (rsf != 1.0f) {
+                for (size_t h = 0; h < H; h++) acc[h] *= rsf;
+            }
+            if (bad || !all_finite(acc, H)) {
+                for (size_t h = 0; h < H; h++) acc[h] = NAN;
+            }
+            void *dst = (uint8_t *)io->out + tok * H * osz;
+            if (io->out_dtype == MOEQ_DTYPE_BF16) {
+                f->K->f32_to_bf16(acc, H, dst);
+            } else if (io->out_dtype != MOEQ_DTYPE_F32) {
+                moeq__from_f32_ref(io->out_dtype, acc, H, dst);
+            }
+        }
+}
+
+/* Runs a row/token step on the pool (ranges of about 16K values per grab),
+ * or on the caller alone when it is small. */
+static void run(moeq__pool *pool, moeq__pool_fn fn, fast *f, size_t work) {
+    size_t rows = f->T > f->rows ? f->T : f->rows, per_row = rows ? work / rows : 1;
+    f->chunk = per_row ? 16384 / per_row + 1 : 1;
+    atomic_store_explicit(&f->next, 0, memory_order_relaxed);
+    for (int i = 0; i < f->nt; i++) f->partial[i] = 0.0f;
+    if (!pool || work < 32768) {
+        fn(f, 0, 1);
+    } else {
+        moeq__pool_run(pool, fn, f);
+    }
+}
+
+static void run_items(moeq__pool *pool, moeq__pool_fn fn, fast *f, const item *items, size_t n) {
+    f->items = items;
+    f->n_items = n;
+    atomic_store_explicit(&f->next, 0, memory_order_relaxed);
+    if (!pool) {
+        fn(f, 0, 1);
+    } else {
+        moeq__pool_run(pool, fn, f);
+    }
+}
+
+/* Work items of one GEMM: per expert with rows, blocks of 16 output rows in
+ * groups (4 blocks when the expert has few rows, so a grab streams 64 rows). */
+static size_t make_items(const fast *f, size_t out_rows, item *items) {
+    size_t n = 0, nblk = (out_rows + 15) / 16;
+    for (size_t e = 0; e < f->E; e++) {
+        size_t M = (size_t)(f->starts[e + 1] - f->starts[e]);
+        if (!M) continue;
+        size_t per = M <= MOEQ__GEMV_MAX ? 4 : 1;
+        for (size_t b = 0; b < nblk; b += per) {
+            items[n].e = (int32_t)e;
+            items[n].b0 = (int32_t)b;
+            items[n].nb = (int32_t)(nblk - b < per ? nblk - b : per);
+            n++;
+        }
+    }
+    return n;
+}
+
+moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_error *err) {
+    const moeq_moe_config *c = &l->cfg;
+    moeq_ctx *ctx = io->ctx;
+    fast f;
+    memset(&f, 0, sizeof f);
+    f.l = l;
+    f.K = ctx->kern;
+    f.io = io;
+    f.T = (size_t)io->tokens;
+    f.k = (size_t)io->top_k;
+    f.H = (size_t)c->hidden_size;
+    f.I = (size_t)c->intermediate_size;
+    f.E = (size_t)c->num_local_experts;
+    f.maxk = f.H > f.I ? f.H : f.I;
+    size_t pairs = f.T * f.k;
+    int nt = moeq__pool_threads(ctx->pool);
+    f.nt = nt;
+    f.per_row_x = l->act_kind == MOEQ__ACT_NVFP4;
+
+    /* Bucket first (its arrays come first in the scratch) to learn the sizes. */
+    size_t nblk = (f.I + 15) / 16 + (f.H + 15) / 16;
+    size_t head = up64((f.E + 1) * 4) + up64(f.E * 4) + up64(pairs * 4) * 3 + up64(f.T) * 2 +
+                  up64(pairs) +
+                  up64(f.E * nblk * sizeof(item)) + up64((size_t)nt * sizeof(float));
+    uint8_t *base = moeq__ctx_scratch(ctx, head);
+    if (!base) goto nomem;
+    {
+        uint8_t *p = base;
+        f.starts = (int32_t *)(void *)p;
+        p += up64((f.E + 1) * 4);
+        int32_t *fill = (int32_t *)(void *)p;
+        p += up64(f.E * 4);
+        f.order = (int32_t *)(void *)p;
+        p += up64(pairs * 4);
+        f.row_of = (int32_t *)(void *)p;
+        p += up64(pairs * 4);
+        f.row_expert = (int32_t *)(void *)p;
+        p += up64(pairs * 4);
+        f.used = p;
+        p += up64(f.T);
+        memset(f.starts, 0, (f.E + 1) * 4);
+        memset(f.used, 0, f.T);
+        for (size_t q = 0; q < pairs; q++) {
+            int32_t id = io->ids[q];
+            int32_t e = id < 0 ? -1 : l->expert_map[id];
+            f.row_of[q] = e;
+            if (e >= 0) {
+                f.starts[e + 1]++;
+                f.used[q / f.k] = 1;
+            }
+        }
+        for (size_t e = 0; e < f.E; e++) {
+            size_t M = (size_t)f.starts[e + 1];
+            if (M > f.mmax) f.mmax = M;
+            f.starts[e + 1] += f.starts[e];
+        }
+        f.rows = (size_t)f.starts[f.E];
+        memcpy(fill, f.starts, f.E * 4);
+        for (size_t q = 0; q < pairs; q++) {
+            int32_t e = f.row_of[q];
+            if (e < 0) continue;
+            int32_t r = fill[e]++;
+            f.order[r] = (int32_t)q;
+            f.row_expert[r] = e;
+            f.row_of[q] = r;
+        }
+    }
+    /* The rest of the scratch: buffers, then per-thread pieces. */
+    f.tstride = up64(tscratch_size(&f));
+    size_t at_xf = head, at_x = at_xf + up64(f.T * f.H * 4);
+    size_t at_a = at_x + (f.per_row_x ? up64(f.rows * f.H * 4) : 0);
+    size_t at_y = at_a + up64(f.rows * f.I * 4);
+    size_t at_t = at_y + up64(f.rows * f.H * 4);
+    size_t total = at_t + (size_t)nt * f.tstride + 64;
+    base = moeq__ctx_scratch(ctx, total); /* may move: recompute the head pointers */
+    if (!base) goto nomem;
+    {
+        uint8_t *p = base;
+        f.starts = (int32_t *)(void *)p;
+        p += up64((f.E + 1) * 4) + up64(f.E * 4);
+        f.order = (int32_t *)(void *)p;
+        p += up64(pairs * 4);
+        f.row_of = (int32_t *)(void *)p;
+        p += up64(pairs * 4);
+        f.row_expert = (int32_t *)(void *)p;
+        p += up64(pairs * 4);
+        f.used = p;
+        p += up64(f.T);
+        f.bad = p;
+        p += up64(f.T);
+        f.row_bad = p;
+        p += up64(pairs);
+        memset(f.bad, 0, f.T);
+        memset(f.row_bad, 0, pairs);
+        item *items = (item *)(void *)p;
+        p += up64(f.E * nblk * sizeof(item));
+        f.partial = (float *)(void *)p;
+        f.xf = (float *)(void *)(base + at_xf);
+        f.X = f.per_row_x ? (float *)(void *)(base + at_x) : NULL;
+        f.A = (float *)(void *)(base + at_a);
+        f.Y = (float *)(void *)(base + at_y);
+        uint8_t *tb = base + at_t;
+        f.tbase = tb + ((64 - ((uintptr_t)tb & 63u)) & 63u);
+
+        moeq__pool *pool = ctx->pool;
+#ifdef MOEQ_FAST_PROFILE
+        double prof_t = prof_now();
+#endif
+        /* prep */
+        run(pool, step_tokens, &f, f.T * f.H);
+        if (tensor_kind(l->act_kind)) {
+            float am = 0;
+            for (int i = 0; i < nt; i++) {
+                am = f.partial[i] > am ? f.partial[i] : am;
+            }
+            f.ts1 = tensor_scale(l->act_kind, am);
+        }
+        if (f.per_row_x || tensor_kind(l->act_kind)) {
+            run(pool, step_tokens2, &f, (f.per_row_x ? f.rows : f.T) * f.H);
+        }
+        PROF("prep");
+        if (f.rows == 0) {
+            run(pool, step_combine, &f, f.T * f.H);
+            return MOEQ_STATUS_OK;
+        }
+        /* gemm1 */
+        size_t n = make_items(&f, f.I, items);
+        run_items(pool, step_gemm1, &f, items, n);
+        PROF("gemm1");
+        /* the down inputs' quantization */
+        if (l->act_kind != MOEQ__ACT_NONE) {
+            /* quantization could turn a non-finite row finite: find those first */
+            size_t work = f.rows * f.I;
+            run(pool, step_check_a, &f, work);
+            if (tensor_kind(l->act_kind)) {
+                float am = 0;
+                for (int i = 0; i < nt; i++) {
+                    am = f.partial[i] > am ? f.partial[i] : am;
+                }
+                f.ts2 = tensor_scale(l->act_kind, am);
+            }
+            run(pool, step_quant_a, &f, work);
+        }
+        PROF("quant");
+        /* gemm2 */
+        n = make_items(&f, f.H, items);
+        run_items(pool, step_gemm2, &f, items, n);
+        PROF("gemm2");
+        run(pool, step_combine, &f, f.T * f.H);
+        PROF("combine");
+    }
+    return MOEQ_STATUS_OK;
+nomem:
+    return moeq__error(err, MOEQ_STATUS_NOMEM, "%s: out of memory (scratch for %lld tokens)",
+                       l->prefix ? l->prefix : "MoE layer", (long long)io->tokens);
+}

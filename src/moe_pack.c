@@ -1,0 +1,123 @@
+/*
+ * moe_pack.c - the last step of finalize: every expert projection whose
+ * weight the fast kernels can stream is copied into the blocked layout
+ * (kernels.h, moeq__packed), and its qweight becomes a PACKED view of it, so
+ * the reference forward and moeq_moe_apply_reference read the very same
+ * bytes (packing keeps every code * scale product bit for bit).
+ *
+ * Memory: when every projection was packed, nothing reads the loaded
+ * parameters or finalize's copies (transposed-back codes, f32 scale grids)
+ * any more, and they are freed: a packed layer holds one copy of its weights,
+ * with scales in their narrowest exact form (1 byte for NVFP4 and MXFP4, 2
+ * for bf16/f16 group scales).  Otherwise (some projection has zero points,
+ * g_idx, sizes that are not multiples of 8, ...) the originals stay for the
+ * projections that need them and the packed copies come on top.
+ */
+#include "moe.h"
+
+#include <string.h>
+
+/* Frees a block moeq__moe_alloc returned; false when p is not one. */
+static bool release_block(moeq_moe *l, const void *p) {
+    if (!p) return false;
+    for (moeq__block **at = &l->blocks; *at; at = &(*at)->next) {
+        if ((const void *)(*at)->data == p) {
+            moeq__block *b = *at;
+            *at = b->next;
+            moeq__free(b);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* NVFP4's per-projection global scale: the E4M3_DIV divisor. */
+static float global_scale_hint(moeq_moe *l, int32_t e, int32_t shard) {
+    moeq__param *p = moeq__moe_param(l, shard == MOEQ__DOWN ? "w2_weight_global_scale"
+                                                            : "w13_weight_global_scale");
+    if (!p || !p->pub.data || p->pub.dtype != MOEQ_DTYPE_F32) return 0.0f;
+    size_t i = shard == MOEQ__DOWN ? (size_t)e : (size_t)e * 2u + (size_t)shard;
+    float g;
+    memcpy(&g, (const uint8_t *)p->pub.data + i * sizeof(float), sizeof g);
+    return g;
+}
+
+moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
+    int32_t E = l->cfg.num_local_experts;
+    size_t n = (size_t)E * 3u;
+    size_t maxk =
+        (size_t)(l->cfg.hidden_size > l->cfg.intermediate_size ? l->cfg.hidden_size
+                                                               : l->cfg.intermediate_size);
+    uint8_t *row_buf = moeq__malloc(maxk);
+    bool *packed = moeq__calloc(n, sizeof *packed);
+    if (!row_buf || !packed) {
+        moeq__free(row_buf);
+        moeq__free(packed);
+        return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory packing weights");
+    }
+    bool all = true;
+    for (size_t i = 0; i < n; i++) {
+        moeq__proj *pj = &l->projs[i];
+        int32_t e = (int32_t)(i / 3), shard = (int32_t)(i % 3);
+        moeq__packed pk;
+        if (!moeq__pk_plan(&pj->w, global_scale_hint(l, e, shard), &pk)) {
+            all = false;
+            continue;
+        }
+        size_t cb = pk.blocks * pk.blk_code_bytes, sb = pk.blocks * pk.blk_scale_bytes;
+        uint8_t *mem = moeq__moe_alloc(l, cb + sb + 64);
+        if (!mem) {
+            moeq__free(row_buf);
+            moeq__free(packed);
+            return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory packing weights");
+        }
+        uint8_t *codes = mem + ((64 - ((uintptr_t)mem & 63u)) & 63u);
+        moeq__pk_fill(&pj->w, &pk, codes, codes + cb, row_buf);
+        pk.codes = codes;
+        pk.scales = codes + cb;
+        pj->pk = pk;
+        packed[i] = true;
+    }
+    moeq__free(row_buf);
+    /* Switch the packed projections over; free what nobody reads any more. */
+    for (size_t i = 0; i < n; i++) {
+        if (!packed[i]) continue;
+        moeq__proj *pj = &l->projs[i];
+        const void *old_codes = pj->w.codes;
+        const float *old_scale = pj->w.scale;
+        pj->w.kind = MOEQ__QW_PACKED;
+        pj->w.pk = &pj->pk;
+        pj->w.codes = NULL;
+        pj->w.row_stride = 0;
+        pj->w.scale = NULL;
+        if (all) {
+            release_block(l, old_codes);
+            release_block(l, old_scale);
+        }
+    }
+    moeq__free(packed);
+    l->all_packed = all;
+    if (all) {
+        for (uint32_t i = 0; i < l->n_params; i++) {
+            moeq__free(l->params[i].pub.data);
+            l->params[i].pub.data = NULL;
+        }
+    }
+    return MOEQ_STATUS_OK;
+}
+
+size_t moeq__moe_expert_bytes(const moeq_moe *l, int32_t e) {
+    size_t total = 0;
+    for (int32_t s = 0; s < 3; s++) {
+        const moeq__proj *pj = &l->projs[e * 3 + s];
+        const moeq__qweight *w = &pj->w;
+        if (w->kind == MOEQ__QW_PACKED) {
+            total += pj->pk.blocks * (pj->pk.blk_code_bytes + pj->pk.blk_scale_bytes);
+        } else {
+            total += w->rows * w->row_stride;
+            if (w->scale) total += w->grid.rows * w->grid.cols * sizeof(float);
+            if (w->zero_point) total += w->grid.rows * w->grid.cols * sizeof(float);
+        }
+    }
+    return total;
+}

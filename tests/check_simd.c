@@ -1,0 +1,466 @@
+/*
+ * check_simd.c - the fast kernels against their definitions:
+ *   - packing keeps every dequantized value (moeq__pk_dequant_ref equals
+ *     moeq__dequant_ref of the source weight, bit for bit), for every code
+ *     kind, scale storage, shape and tail;
+ *   - the portable table's panel equals the reference dequantization;
+ *   - every entry of the SIMD table equals the portable one bit for bit
+ *     (panel, gemv for 1-4 tokens, tile for 1-6 tokens and any length,
+ *     amax and the activation quantize-dequantize steps, special values
+ *     included); skipped where the CPU has no AVX2/FMA/F16C.
+ */
+#include "test_util.h"
+#include "kernels.h"
+
+#include <math.h>
+
+static uint64_t g_rng;
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static double uni(void) {
+    return (double)(rnd() >> 11) / 9007199254740992.0;
+}
+
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static const moeq__kern *simd(void) {
+    const moeq__kern *k = moeq__kern_best(false);
+    return k == &moeq__kern_portable ? NULL : k;
+}
+
+/* ---- weights of every kind ---------------------------------------------------- */
+
+enum { SK_F32, SK_F16, SK_BF16, SK_E4M3_DIV, SK_E8M0 };
+
+typedef struct src_weight {
+    moeq__qweight w;
+    uint8_t *codes;
+    float *scale;
+    float gdiv;
+    moeq__packed pk;
+    uint8_t *pmem;
+} src_weight;
+
+/* A random scale exactly representable in `sk` and in no narrower kind. */
+static float scale_of(int sk, float gdiv) {
+    switch (sk) {
+        case SK_E8M0: return ldexpf(1.0f, (int)(rnd() % 40) - 30);
+        case SK_E4M3_DIV: {
+            uint8_t b = (uint8_t)(0x08 + rnd() % 0x70); /* positive, finite, subnormals too */
+            return moeq__e4m3_to_f32(b) / gdiv;
+        }
+        case SK_BF16: return moeq__bf16_to_f32(moeq__f32_to_bf16((float)(1e-3 + uni() * 1e-2)));
+        case SK_F16: {
+            /* an f16 with more mantissa than bf16 holds */
+            float f = moeq__f16_to_f32(moeq__f32_to_f16((float)(1e-3 + uni() * 1e-2)));
+            if (moeq__bf16_to_f32(moeq__f32_to_bf16(f)) == f) f += ldexpf(1.0f, -20);
+            return moeq__f16_to_f32(moeq__f32_to_f16(f));
+        }
+        default: return (float)(1e-3 + uni() * 1e-2) * (1.0f + 0x1p-20f);
+    }
+}
+
+/* kind: a moeq__qw_kind (INT_PACKED with `bits`). */
+static void make_weight(int kind, int nbits, size_t rows, size_t cols, size_t gs, int sk,
+                        src_weight *s) {
+    memset(s, 0, sizeof *s);
+    moeq__qweight *w = &s->w;
+    w->kind = kind;
+    w->rows = rows;
+    w->cols = cols;
+    s->gdiv = sk == SK_E4M3_DIV ? (float)(100 + rnd() % 3000) * 0.37f : 0.0f;
+    size_t stride;
+    if (kind == MOEQ__QW_INT_PACKED) {
+        w->bits = nbits;
+        stride = moeq__int_packed_words(cols, nbits, false) * 4;
+    } else if (kind == MOEQ__QW_INT4_NIBBLES || kind == MOEQ__QW_E2M1) {
+        stride = (cols + 1) / 2;
+    } else {
+        stride = cols;
+    }
+    s->codes = calloc(rows * stride + 8, 1);
+    int8_t *q = malloc(cols);
+    for (size_t r = 0; r < rows; r++) {
+        uint8_t *row = s->codes + r * stride;
+        if (kind == MOEQ__QW_INT_PACKED) {
+            int lo = -(1 << (nbits - 1)), span = 1 << nbits;
+            for (size_t c = 0; c < cols; c++) q[c] = (int8_t)(lo + (int)(rnd() % (uint64_t)span));
+            uint32_t *words = malloc(stride);
+            moeq__int_pack_row_ref(q, cols, nbits, false, words);
+            memcpy(row, words, stride);
+            free(words);
+        } else {
+            for (size_t b = 0; b < stride; b++) {
+                uint8_t v = (uint8_t)rnd();
+                if (kind == MOEQ__QW_E4M3 && (v & 0x7F) == 0x7F) v = 0x3F;
+                row[b] = v;
+            }
+        }
+    }
+    free(q);
+    w->codes = s->codes;
+    w->row_stride = stride;
+    w->grid.rows = rows;
+    w->grid.cols = cols / gs;
+    w->grid.row_block = 1;
+    w->grid.col_block = gs;
+    s->scale = malloc(sizeof(float) * rows * (cols / gs));
+    for (size_t i = 0; i < rows * (cols / gs); i++) s->scale[i] = scale_of(sk, s->gdiv);
+    w->scale = s->scale;
+}
+
+static bool pack(src_weight *s) {
+    if (!moeq__pk_plan(&s->w, s->gdiv, &s->pk)) return false;
+    size_t cb = s->pk.blocks * s->pk.blk_code_bytes, sb = s->pk.blocks * s->pk.blk_scale_bytes;
+    s->pmem = malloc(cb + sb + 1);
+    uint8_t *buf = malloc(s->w.cols);
+    moeq__pk_fill(&s->w, &s->pk, s->pmem, s->pmem + cb, buf);
+    free(buf);
+    s->pk.codes = s->pmem;
+    s->pk.scales = s->pmem + cb;
+    return true;
+}
+
+static void free_weight(src_weight *s) {
+    free(s->codes);
+    free(s->scale);
+    free(s->pmem);
+}
+
+typedef struct kind_case {
+    int kind, bits, sk, expect_code;
+} kind_case;
+
+static const kind_case k_kinds[] = {
+    {MOEQ__QW_INT_PACKED, 4, SK_BF16, MOEQ__PK_NIB},
+    {MOEQ__QW_INT_PACKED, 4, SK_F32, MOEQ__PK_NIB},
+    {MOEQ__QW_INT_PACKED, 3, SK_F16, MOEQ__PK_NIB},
+    {MOEQ__QW_INT_PACKED, 8, SK_F32, MOEQ__PK_I8},
+    {MOEQ__QW_INT_PACKED, 6, SK_BF16, MOEQ__PK_I8},
+    {MOEQ__QW_INT4_NIBBLES, 4, SK_F32, MOEQ__PK_NIB},
+    {MOEQ__QW_E2M1, 4, SK_E8M0, MOEQ__PK_NIB},
+    {MOEQ__QW_E2M1, 4, SK_E4M3_DIV, MOEQ__PK_NIB},
+    {MOEQ__QW_I8, 8, SK_F32, MOEQ__PK_I8},
+    {MOEQ__QW_I8, 8, SK_E8M0, MOEQ__PK_I8},
+    {MOEQ__QW_E4M3, 8, SK_F32, MOEQ__PK_E4M3},
+    {MOEQ__QW_E4M3, 8, SK_BF16, MOEQ__PK_E4M3},
+};
+
+static const int k_sk_kind[] = {MOEQ__PS_F32, MOEQ__PS_F16, MOEQ__PS_BF16, MOEQ__PS_E4M3_DIV,
+                                MOEQ__PS_E8M0};
+
+typedef struct shape {
+    size_t rows, cols, gs;
+} shape;
+
+static const shape k_shapes[] = {
+    {1, 8, 8},      {15, 24, 8},    {16, 64, 16},   {17, 128, 32},
+    {33, 256, 128}, {40, 200, 200}, {16, 768, 128},
+};
+
+/* Packing keeps values; the portable panel is the reference dequantization;
+ * the SIMD panel and gemv equal the portable ones. */
+START_TEST(test_packed_kernels) {
+    const kind_case *kc = &k_kinds[_i];
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    g_rng = 0x51D0u + (uint64_t)_i;
+    for (size_t si = 0; si < sizeof k_shapes / sizeof k_shapes[0]; si++) {
+        const shape *sh = &k_shapes[si];
+        size_t gs = sh->gs;
+        if (kc->kind == MOEQ__QW_E2M1 && kc->sk == SK_E8M0 && gs < 32 && sh->cols % 32 == 0)
+            gs = 32;
+        src_weight s;
+        make_weight(kc->kind, kc->bits, sh->rows, sh->cols, gs, kc->sk, &s);
+        ck_assert_msg(pack(&s), "kind %d cannot be packed", kc->kind);
+        ck_assert_int_eq(s.pk.code, kc->expect_code);
+        ck_assert_int_eq(s.pk.scale_kind, k_sk_kind[kc->sk]);
+        size_t R = sh->rows, C = sh->cols;
+        float *want = malloc(sizeof(float) * R * C), *got = malloc(sizeof(float) * R * C);
+        moeq__dequant_ref(&s.w, 0, R, want);
+        moeq__pk_dequant_ref(&s.pk, 0, R, got);
+        for (size_t i = 0; i < R * C; i++) {
+            ck_assert_msg(bits(want[i]) == bits(got[i]), "kind %d shape %zu: element %zu %g != %g",
+                          kc->kind, si, i, (double)want[i], (double)got[i]);
+        }
+        /* decode_row through a PACKED qweight gives the code values */
+        moeq__qweight pw = s.w;
+        pw.kind = MOEQ__QW_PACKED;
+        pw.pk = &s.pk;
+        float *dv = malloc(sizeof(float) * C), *dv_ref = malloc(sizeof(float) * C);
+        for (size_t r = 0; r < R; r += 7) {
+            moeq__decode_row_ref(&s.w, r, 0, C, dv_ref);
+            moeq__decode_row_ref(&pw, r, 0, C, dv);
+            for (size_t c = 0; c < C; c++) ck_assert_uint_eq(bits(dv[c]), bits(dv_ref[c]));
+        }
+        free(dv);
+        free(dv_ref);
+        /* panels, per block and column window */
+        float *pp = malloc(sizeof(float) * 16 * C), *ps = malloc(sizeof(float) * 16 * C);
+        for (size_t b = 0; b < s.pk.blocks; b++) {
+            size_t k0 = C >= 16 ? 8 : 0, nk = C - k0;
+            P->panel(&s.pk, b, k0, nk, pp);
+            for (size_t k = 0; k < nk; k++) {
+                for (size_t r = 0; r < 16; r++) {
+                    size_t row = b * 16 + r;
+                    float v = row < R ? want[row * C + k0 + k] : 0.0f;
+                    ck_assert_msg(bits(pp[k * 16 + r]) == bits(v) ||
+                                      (row >= R && pp[k * 16 + r] == 0),
+                                  "portable panel differs at row %zu col %zu", row, k0 + k);
+                }
+            }
+            if (S) {
+                memset(ps, 0xFF, sizeof(float) * 16 * C);
+                S->panel(&s.pk, b, k0, nk, ps);
+                ck_assert_msg(memcmp(pp, ps, sizeof(float) * 16 * nk) == 0,
+                              "%s panel differs (kind %d shape %zu block %zu)", S->name, kc->kind,
+                              si, b);
+            }
+        }
+        /* gemv for 1..4 tokens */
+        float *x = malloc(sizeof(float) * 4 * C);
+        for (size_t i = 0; i < 4 * C; i++) x[i] = (float)(uni() * 2 - 1);
+        const float *xs[4] = {x, x + C, x + 2 * C, x + 3 * C};
+        for (size_t M = 1; M <= MOEQ__GEMV_MAX; M++) {
+            for (size_t b = 0; b < s.pk.blocks; b++) {
+                float yp[4 * 20], ys[4 * 20];
+                P->gemv(&s.pk, b, M, xs, yp, 20);
+                /* the portable gemv is the dot product, up to float rounding */
+                for (size_t m = 0; m < M; m++) {
+                    for (size_t r = 0; r < 16 && b * 16 + r < R; r++) {
+                        double d = 0, mag = 0;
+                        for (size_t c = 0; c < C; c++) {
+                            d += (double)xs[m][c] * want[(b * 16 + r) * C + c];
+                            mag += fabs((double)xs[m][c] * want[(b * 16 + r) * C + c]);
+                        }
+                        ck_assert_msg(fabs(yp[m * 20 + r] - d) <= 1e-6 * mag + 1e-30,
+                                      "gemv M=%zu row %zu: %g vs %g", M, b * 16 + r,
+                                      (double)yp[m * 20 + r], d);
+                    }
+                }
+                if (S) {
+                    S->gemv(&s.pk, b, M, xs, ys, 20);
+                    for (size_t m = 0; m < M; m++) {
+                        ck_assert_msg(memcmp(yp + m * 20, ys + m * 20, 16 * sizeof(float)) == 0,
+                                      "%s gemv M=%zu differs (kind %d shape %zu block %zu)",
+                                      S->name, M, kc->kind, si, b);
+                    }
+                }
+            }
+        }
+        free(x);
+        free(pp);
+        free(ps);
+        free(want);
+        free(got);
+        free_weight(&s);
+    }
+}
+END_TEST
+
+/* What cannot be packed stays as it is. */
+START_TEST(test_not_packed) {
+    g_rng = 7;
+    src_weight s;
+    make_weight(MOEQ__QW_I8, 8, 16, 12, 12, SK_F32, &s); /* cols not a multiple of 8 */
+    moeq__packed pk;
+    ck_assert(!moeq__pk_plan(&s.w, 0, &pk));
+    free_weight(&s);
+    make_weight(MOEQ__QW_I8, 8, 16, 64, 4, SK_F32, &s); /* group of 4 columns */
+    ck_assert(!moeq__pk_plan(&s.w, 0, &pk));
+    float zp[16 * 16] = {0};
+    s.w.zero_point = zp; /* asymmetric */
+    ck_assert(!moeq__pk_plan(&s.w, 0, &pk));
+    free_weight(&s);
+    make_weight(MOEQ__QW_INT_PACKED, 4, 16, 64, 16, SK_F32, &s);
+    int32_t g_idx[64] = {0};
+    s.w.g_idx = g_idx; /* actorder */
+    ck_assert(!moeq__pk_plan(&s.w, 0, &pk));
+    s.w.g_idx = NULL;
+    s.scale[3] = INFINITY; /* scales must be finite */
+    ck_assert(!moeq__pk_plan(&s.w, 0, &pk));
+    free_weight(&s);
+}
+END_TEST
+
+START_TEST(test_tile) {
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    g_rng = 99;
+    static float panel[300 * 16], x[6][300], cp[6 * 16], cs[6 * 16];
+    for (size_t i = 0; i < 300 * 16; i++) panel[i] = (float)(uni() * 2 - 1);
+    for (size_t m = 0; m < 6; m++) {
+        for (size_t k = 0; k < 300; k++) x[m][k] = (float)(uni() * 2 - 1);
+    }
+    const float *xs[6] = {x[0], x[1], x[2], x[3], x[4], x[5]};
+    const size_t lens[] = {0, 1, 7, 8, 33, 256, 300};
+    for (size_t M = 1; M <= MOEQ__TILE_MAX; M++) {
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            for (int acc = 0; acc < 2; acc++) {
+                for (size_t i = 0; i < 6 * 16; i++) cp[i] = cs[i] = (float)i * 0.25f;
+                P->tile(panel, lens[li], M, xs, cp, 16, acc);
+                for (size_t m = 0; m < M; m++) {
+                    for (size_t r = 0; r < 16; r++) {
+                        float want = acc ? (float)(m * 16 + r) * 0.25f : 0.0f;
+                        for (size_t k = 0; k < lens[li]; k++)
+                            want = fmaf(panel[k * 16 + r], x[m][k], want);
+                        ck_assert_uint_eq(bits(cp[m * 16 + r]), bits(want));
+                    }
+                }
+                if (S) {
+                    S->tile(panel, lens[li], M, xs, cs, 16, acc);
+                    ck_assert_msg(memcmp(cp, cs, sizeof cp) == 0, "%s tile M=%zu len %zu acc %d",
+                                  S->name, M, lens[li], acc);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
+/* ---- activations -------------------------------------------------------------------- */
+
+/* Random values with the awkward ones mixed in. */
+static void act_values(float *x, size_t n, float mag) {
+    static const float special[] = {0.0f,    -0.0f, NAN,    -NAN, INFINITY, -INFINITY, 1e-40f,
+                                    -1e-40f, 1e30f, -1e30f, 0.5f, -0.5f,    1.5f,      2.5f};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = rnd() % 64;
+        if (r < 4) {
+            x[i] = special[rnd() % (sizeof special / sizeof special[0])];
+        } else if (r < 8) {
+            x[i] = (float)((int)(rnd() % 33) - 16) * 0.25f * mag; /* on rounding boundaries */
+        } else {
+            x[i] = (float)((uni() * 2 - 1) * mag * exp(uni() * 4 - 2));
+        }
+    }
+}
+
+static void same_floats(const float *a, const float *b, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(bits(a[i]) == bits(b[i]), "%s: element %zu: %a vs %a", what, i, (double)a[i],
+                      (double)b[i]);
+    }
+}
+
+START_TEST(test_activation_kernels) {
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    if (!S) return;
+    g_rng = 0xAC7u;
+    static float x[2048], a[2048], b[2048];
+    const size_t lens[] = {1, 7, 8, 16, 31, 64, 100, 768, 2048};
+    for (int round = 0; round < 40; round++) {
+        float mag = (float)ldexp(1.0, (int)(rnd() % 40) - 20);
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            size_t n = lens[li];
+            act_values(x, n, mag);
+            ck_assert_uint_eq(bits(P->amax(x, n)), bits(S->amax(x, n)));
+            float am = P->amax(x, n);
+            float s8 = (am > MOEQ__ACT_INT8_EPS ? am : MOEQ__ACT_INT8_EPS) / 127.0f;
+            P->qdq_int8(x, n, s8, a);
+            S->qdq_int8(x, n, s8, b);
+            same_floats(a, b, n, "qdq_int8");
+            float sf = (am > MOEQ__ACT_FP8_EPS ? am : MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX;
+            P->qdq_fp8(x, n, sf, a);
+            S->qdq_fp8(x, n, sf, b);
+            same_floats(a, b, n, "qdq_fp8");
+            /* a static scale that saturates */
+            P->qdq_fp8(x, n, sf * 0.01f, a);
+            S->qdq_fp8(x, n, sf * 0.01f, b);
+            same_floats(a, b, n, "qdq_fp8 saturating");
+            P->qdq_int8(x, n, s8 * 0.01f, a);
+            S->qdq_int8(x, n, s8 * 0.01f, b);
+            same_floats(a, b, n, "qdq_int8 saturating");
+            if (n % 16 == 0) {
+                float gsc = (float)(ldexp(1.0, (int)(rnd() % 20)) * (0.5 + uni()));
+                P->qdq_nvfp4(x, n, gsc, a);
+                S->qdq_nvfp4(x, n, gsc, b);
+                same_floats(a, b, n, "qdq_nvfp4");
+            }
+            /* in place */
+            memcpy(a, x, n * sizeof(float));
+            S->qdq_fp8(a, n, sf, a);
+            P->qdq_fp8(x, n, sf, b);
+            same_floats(a, b, n, "qdq_fp8 in place");
+        }
+    }
+}
+END_TEST
+
+static int64_t ulp_distance(float a, float b) {
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    if (ia < 0) ia = (int32_t)(0x80000000u - (uint32_t)ia);
+    if (ib < 0) ib = (int32_t)(0x80000000u - (uint32_t)ib);
+    return ia > ib ? (int64_t)ia - ib : (int64_t)ib - ia;
+}
+
+/* silu(g) * u within a few ulp (the SIMD exp is not libm's); the combine
+ * and the bf16 conversions exactly. */
+START_TEST(test_elementwise_kernels) {
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    if (!S) return;
+    g_rng = 0xE1u;
+    enum { N = 1003 };
+    static float g[N], u[N], a[N], b[N], acc1[N], acc2[N];
+    static uint16_t h[N], h2[N];
+    const float limits[] = {0.0f, 0.5f, 7.0f};
+    for (int round = 0; round < 20; round++) {
+        float mag = (float)ldexp(1.0, (int)(rnd() % 16) - 6);
+        for (int i = 0; i < N; i++) {
+            g[i] = (float)((uni() * 2 - 1) * mag);
+            u[i] = (float)((uni() * 2 - 1) * mag);
+        }
+        g[0] = 100.0f;
+        g[1] = -100.0f;
+        g[2] = 89.0f;
+        g[3] = -89.0f;
+        g[4] = 0.0f;
+        g[5] = -0.0f;
+        for (size_t li = 0; li < 3; li++) {
+            P->silu_mul(g, u, a, N, limits[li]);
+            S->silu_mul(g, u, b, N, limits[li]);
+            for (int i = 0; i < N; i++) {
+                /* both computed as g / (1 + e) * u: a few ulp of e, fewer in the result */
+                ck_assert_msg(ulp_distance(a[i], b[i]) <= 4 || fabsf(a[i] - b[i]) <= 1e-37f,
+                              "silu_mul(%a, %a): %a vs %a", (double)g[i], (double)u[i],
+                              (double)a[i], (double)b[i]);
+            }
+        }
+        for (int i = 0; i < N; i++) acc1[i] = acc2[i] = (float)(uni() - 0.5);
+        float w = (float)uni();
+        P->axpy(acc1, g, w, N);
+        S->axpy(acc2, g, w, N);
+        same_floats(acc1, acc2, N, "axpy");
+        act_values(a, N, mag);
+        P->f32_to_bf16(a, N, h);
+        S->f32_to_bf16(a, N, h2);
+        ck_assert(memcmp(h, h2, sizeof h) == 0);
+        P->bf16_to_f32(h, N, acc1);
+        S->bf16_to_f32(h, N, acc2);
+        same_floats(acc1, acc2, N, "bf16_to_f32");
+    }
+}
+END_TEST
+
+static Suite *simd_suite(void) {
+    Suite *s = suite_create("simd");
+    TCase *tc = tcase_create("core");
+    printf("fast kernels on this CPU: %s\n", moeq__kern_best(false)->name);
+    tcase_add_loop_test(tc, test_packed_kernels, 0, (int)(sizeof k_kinds / sizeof k_kinds[0]));
+    tcase_add_test(tc, test_not_packed);
+    tcase_add_test(tc, test_tile);
+    tcase_add_test(tc, test_activation_kernels);
+    tcase_add_test(tc, test_elementwise_kernels);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MOEQ_TEST_MAIN(simd_suite)

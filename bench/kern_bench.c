@@ -13,20 +13,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "kernels.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t g_rng = 88172645463325252ull;
 static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
+    return bench_xorshift(&g_rng);
 }
 
 typedef struct wt {
@@ -83,45 +75,14 @@ static void make(int kind, size_t rows, size_t cols, size_t gs, wt *w) {
     free(scale);
 }
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-__attribute__((target("avx2,fma"))) static double fma_peak(void) {
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
-           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
-           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
-           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
-    const long iters = 20000000;
-    double t0 = now();
-    for (long it = 0; it < iters; it++) {
-        /* 12 independent chains: 12 FMAs per iteration, 2 per cycle at most */
-        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
-        a0 = _mm256_fmadd_ps(a0, m, c);
-        a1 = _mm256_fmadd_ps(a1, m, c);
-        a2 = _mm256_fmadd_ps(a2, m, c);
-        a3 = _mm256_fmadd_ps(a3, m, c);
-        a4 = _mm256_fmadd_ps(a4, m, c);
-        a5 = _mm256_fmadd_ps(a5, m, c);
-        a6 = _mm256_fmadd_ps(a6, m, c);
-        a7 = _mm256_fmadd_ps(a7, m, c);
-        a8 = _mm256_fmadd_ps(a8, m, c);
-        a9 = _mm256_fmadd_ps(a9, m, c);
-        a10 = _mm256_fmadd_ps(a10, m, c);
-        a11 = _mm256_fmadd_ps(a11, m, c);
-    }
-    double dt = now() - t0;
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-    float l[8];
-    _mm256_storeu_ps(l, s);
-    return (double)iters * 12 * 16 / dt / 1e9 + 0 * (double)l[0];
-}
-#else
+/* One thread's FP32 FMA rate now, GFLOP/s. */
 static double fma_peak(void) {
-    return NAN;
+    const long iters = 20000000;
+    double t0 = bench_now();
+    volatile double sink = bench_fma_loop(iters);
+    (void)sink;
+    return (double)iters * BENCH_FMA_FLOPS_PER_ITER / (bench_now() - t0) / 1e9;
 }
-#endif
 
 int main(int argc, char **argv) {
     const moeq__kern *K = moeq__kern_best(argc > 1 && !strcmp(argv[1], "portable"));
@@ -154,9 +115,9 @@ int main(int argc, char **argv) {
                 int reps = cold ? 3 : 200;
                 double best = 1e300;
                 for (int r = 0; r < reps; r++) {
-                    double t0 = now();
+                    double t0 = bench_now();
                     for (size_t b = 0; b < w.pk.blocks; b++) K->gemv(&w.pk, b, M, xp, y, 16);
-                    double dt = now() - t0;
+                    double dt = bench_now() - t0;
                     best = dt < best ? dt : best;
                 }
                 printf("%-5s %-4s gemv M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GFLOP/s\n",
@@ -166,11 +127,11 @@ int main(int argc, char **argv) {
             if (!cold) {
                 double best = 1e300;
                 for (int r = 0; r < 200; r++) {
-                    double t0 = now();
+                    double t0 = bench_now();
                     for (size_t b = 0; b < w.pk.blocks; b++) {
                         for (size_t k0 = 0; k0 < cols; k0 += 256) K->panel(&w.pk, b, k0, 256, P);
                     }
-                    double dt = now() - t0;
+                    double dt = bench_now() - t0;
                     best = dt < best ? dt : best;
                 }
                 printf("%-5s hot  panel:    %7.2f Gweights/s\n", names[ki],
@@ -184,9 +145,9 @@ int main(int argc, char **argv) {
     for (size_t M = 1; M <= 6; M++) {
         double best = 1e300;
         for (int r = 0; r < 2000; r++) {
-            double t0 = now();
+            double t0 = bench_now();
             for (int i = 0; i < 16; i++) K->tile(P, 256, M, xp, y, 16, i > 0);
-            double dt = now() - t0;
+            double dt = bench_now() - t0;
             best = dt < best ? dt : best;
         }
         printf("tile M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * M * 256 * 16 / best / 1e9);
@@ -205,7 +166,7 @@ int main(int argc, char **argv) {
         for (int variant = 0; variant < 2; variant++) {
             double best = 1e300;
             for (int r = 0; r < 20; r++) {
-                double t0 = now();
+                double t0 = bench_now();
                 for (size_t b = 0; b < w.pk.blocks; b++) {
                     for (size_t k0 = 0; k0 < cols; k0 += 256) {
                         if (variant == 0 || b == 0) K->panel(&w.pk, b, k0, 256, P);
@@ -216,7 +177,7 @@ int main(int argc, char **argv) {
                         }
                     }
                 }
-                double dt = now() - t0;
+                double dt = bench_now() - t0;
                 best = dt < best ? dt : best;
             }
             printf("in situ M=32 %s: %6.1f GFLOP/s\n", variant ? "tiles only" : "panel+tiles",
@@ -229,7 +190,7 @@ int main(int argc, char **argv) {
             double best = 1e300, best_np = 1e300;
             for (int r = 0; r < 6; r++) {
                 int pf = r & 1; /* alternate: no prefetch / the driver's prefetch */
-                double t0 = now();
+                double t0 = bench_now();
                 for (size_t b = 0; b < big.pk.blocks; b++) {
                     for (size_t k0 = 0; k0 < cols; k0 += 256) {
                         if (pf) {
@@ -247,7 +208,7 @@ int main(int argc, char **argv) {
                         }
                     }
                 }
-                double dt = now() - t0;
+                double dt = bench_now() - t0;
                 if (pf) {
                     best = dt < best ? dt : best;
                 } else {

@@ -33,16 +33,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "kernels.h"
 #include "moe.h"
 #include "moeq/moeq.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define HAVE_X86_BENCH 1
-#else
-#define HAVE_X86_BENCH 0
-#endif
 
 void openblas_set_num_threads(int n);
 void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
@@ -50,12 +44,6 @@ void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, co
 
 enum { TOPK = 8 };
 static int g_E = 128, g_H = 2048, g_I = 768;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -69,10 +57,7 @@ static double median(double *v, int n) {
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
+    return bench_xorshift(&g_rng);
 }
 static double uni(void) {
     return (double)(rnd() >> 11) / 9007199254740992.0;
@@ -104,68 +89,29 @@ __attribute__((target("avx2,fma"))) static double sum_avx2(const float *p, size_
     return (double)(l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7]);
 }
 
-__attribute__((target("avx2,fma"))) static double fma_loop(long iters) {
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
-           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
-           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
-           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
-
-    for (long it = 0; it < iters; it++) {
-        /* 12 independent chains: 12 FMAs per iteration, 2 per cycle at most */
-        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
-        a0 = _mm256_fmadd_ps(a0, m, c);
-        a1 = _mm256_fmadd_ps(a1, m, c);
-        a2 = _mm256_fmadd_ps(a2, m, c);
-        a3 = _mm256_fmadd_ps(a3, m, c);
-        a4 = _mm256_fmadd_ps(a4, m, c);
-        a5 = _mm256_fmadd_ps(a5, m, c);
-        a6 = _mm256_fmadd_ps(a6, m, c);
-        a7 = _mm256_fmadd_ps(a7, m, c);
-        a8 = _mm256_fmadd_ps(a8, m, c);
-        a9 = _mm256_fmadd_ps(a9, m, c);
-        a10 = _mm256_fmadd_ps(a10, m, c);
-        a11 = _mm256_fmadd_ps(a11, m, c);
-    }
-
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-    float l[8];
-    _mm256_storeu_ps(l, s);
-    return (double)l[0];
-}
 #else
 static double sum_avx2(const float *p, size_t n) {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += p[i];
     return s;
 }
-static double fma_loop(long iters) {
-    float a[96];
-    for (int i = 0; i < 96; i++) a[i] = (float)i;
-    for (long it = 0; it < iters; it++) {
-        for (int i = 0; i < 96; i++) a[i] = fmaf(a[i], 0.999999f, 1e-7f);
-    }
-    return (double)a[0];
-}
 #endif
 
 static void *bw_thread(void *vp) {
     thr_arg *a = vp;
     pthread_barrier_wait(a->bar);
-    a->t0 = now();
+    a->t0 = bench_now();
     a->out = sum_avx2(a->p, a->n);
-    a->t1 = now();
+    a->t1 = bench_now();
     return NULL;
 }
 
 static void *fma_thread(void *vp) {
     thr_arg *a = vp;
     pthread_barrier_wait(a->bar);
-    a->t0 = now();
-    a->out = fma_loop(a->iters);
-    a->t1 = now();
+    a->t0 = bench_now();
+    a->out = bench_fma_loop(a->iters);
+    a->t1 = bench_now();
     return NULL;
 }
 
@@ -214,7 +160,7 @@ static void sample_limits(int reps) {
             dt = run_threads(threads, fma_thread, a);
             if (g_peak[threads].n < MAX_SAMPLES)
                 g_peak[threads].v[g_peak[threads].n++] =
-                    (double)iters * 12 * 8 * 2 * threads / dt / 1e9;
+                    (double)iters * BENCH_FMA_FLOPS_PER_ITER * threads / dt / 1e9;
         }
     }
 }
@@ -443,7 +389,7 @@ static double blas_run(const blas_layer *bl, int T, const int32_t *ids, float *X
     int *count = calloc((size_t)g_E, sizeof(int)), *start = calloc((size_t)g_E + 1, sizeof(int));
     for (int i = 0; i < T * TOPK; i++) count[ids[i]]++;
     for (int e = 0; e < g_E; e++) start[e + 1] = start[e] + count[e];
-    double t0 = now();
+    double t0 = bench_now();
     const size_t H = (size_t)g_H, I = (size_t)g_I;
     for (int e = 0; e < g_E; e++) {
         int M = count[e];
@@ -457,7 +403,7 @@ static double blas_run(const blas_layer *bl, int T, const int32_t *ids, float *X
         cblas_sgemm(101, 111, 112, M, g_H, g_I, 1.0f, g, g_I, bl->w[2] + (size_t)e * I * H, g_I,
                     0.0f, Y + (size_t)start[e] * H, g_H);
     }
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     free(count);
     free(start);
     return dt;
@@ -562,14 +508,14 @@ int main(int argc, char **argv) {
         int layers = nl ? nl : (strstr(s->name, "w8") ? 2 : 3);
         moeq_moe *L[8];
         moeq_config *C[8];
-        double tb = now(), rss0 = rss_mb();
+        double tb = bench_now(), rss0 = rss_mb();
         for (int i = 0; i < layers; i++) L[i] = build_layer(s, &C[i]);
         double expert_bytes = (double)moeq__moe_expert_bytes(L[0], 0);
         if (!o.json) {
             fprintf(stderr,
                     "%s: %d layers built in %.1f s, %.3f MB per expert (%.4f bytes/weight); "
                     "resident %.0f MB per layer (its weights: %.0f MB)\n",
-                    s->name, layers, now() - tb, expert_bytes / 1e6,
+                    s->name, layers, bench_now() - tb, expert_bytes / 1e6,
                     expert_bytes / (3.0 * g_H * g_I), (rss_mb() - rss0) / layers,
                     expert_bytes * g_E / 1e6);
         }
@@ -591,11 +537,11 @@ int main(int argc, char **argv) {
                     const int32_t *id = ids[ti] + rep * T * TOPK;
                     const float *w = wts[ti] + rep * T * TOPK;
                     moeq_moe *layer = L[rep % layers];
-                    double t0 = now();
+                    double t0 = bench_now();
                     if (moeq_moe_apply(layer, ctx, MOEQ_DTYPE_BF16, x, T, TOPK, id, w,
                                        MOEQ_DTYPE_BF16, out, &err) != MOEQ_OK)
                         die("apply", &err);
-                    double dt = now() - t0;
+                    double dt = bench_now() - t0;
                     if (rep >= 2) {
                         r->t[rep - 2] = dt;
                         r->bytes[rep - 2] = distinct_experts(T, id) * expert_bytes;

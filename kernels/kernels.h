@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "moeq/moeq.h" /* moeq_dtype, moeq_strategy, moeq_qtype */
 
@@ -52,6 +53,19 @@ static inline uint32_t moeq__load_u32(const void *p, size_t i) {
 static inline uint64_t moeq__load_u64(const void *p, size_t i) {
     const uint8_t *b = (const uint8_t *)p + 8 * i;
     return (uint64_t)moeq__load_u32(b, 0) | ((uint64_t)moeq__load_u32(b, 1) << 32);
+}
+
+/* A float's bits and back (memcpy: no aliasing questions). */
+static inline uint32_t moeq__f32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static inline float moeq__bits_f32(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
 }
 
 /* ------------------------------------------------------------------------ */

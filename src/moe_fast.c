@@ -63,6 +63,11 @@ typedef struct item {
     int32_t e, b0, nb;
 } item;
 
+struct fast;
+struct tscratch;
+/* One work item of a GEMM step. */
+typedef void (*item_fn)(struct fast *f, const struct tscratch *t, const item *it);
+
 typedef struct fast {
     const moeq_moe *l;
     const moeq__kern *K;
@@ -84,6 +89,7 @@ typedef struct fast {
     float *partial; /* [threads] */
     const item *items;
     size_t n_items;
+    item_fn item_fn;
     atomic_size_t next;
     size_t chunk;   /* rows or tokens per grab in the row/token steps */
     int nt;         /* threads */
@@ -288,7 +294,7 @@ static void step_tokens(void *arg, int tid, int nt) {
             }
             f->bad[tok] = !all_finite(row, f->H);
             if (!f->used[tok] || f->bad[tok]) continue; /* a bad token's output is NaN */
-            if (l->cfg.apply_router_weight_on_input) { /* top_k == 1 */
+            if (l->cfg.apply_router_weight_on_input) {  /* top_k == 1 */
                 float s = io->weights[tok];
                 for (size_t h = 0; h < f->H; h++) row[h] = row[h] * s;
             }
@@ -388,25 +394,15 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     }
 }
 
-static void step_gemm1(void *arg, int tid, int nt) {
+/* A GEMM step: threads take work items (f->item_fn on f->items) from the counter. */
+static void step_items(void *arg, int tid, int nt) {
     fast *f = arg;
     (void)nt;
     tscratch t = tscratch_get(f, tid);
     for (;;) {
         size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
         if (i >= f->n_items) break;
-        gemm1_item(f, &t, &f->items[i]);
-    }
-}
-
-static void step_gemm2(void *arg, int tid, int nt) {
-    fast *f = arg;
-    (void)nt;
-    tscratch t = tscratch_get(f, tid);
-    for (;;) {
-        size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
-        if (i >= f->n_items) break;
-        gemm2_item(f, &t, &f->items[i]);
+        f->item_fn(f, &t, &f->items[i]);
     }
 }
 
@@ -494,14 +490,15 @@ static void run(moeq__pool *pool, moeq__pool_fn fn, fast *f, size_t work) {
     }
 }
 
-static void run_items(moeq__pool *pool, moeq__pool_fn fn, fast *f, const item *items, size_t n) {
+static void run_items(moeq__pool *pool, fast *f, item_fn fn, const item *items, size_t n) {
+    f->item_fn = fn;
     f->items = items;
     f->n_items = n;
     atomic_store_explicit(&f->next, 0, memory_order_relaxed);
     if (!pool) {
-        fn(f, 0, 1);
+        step_items(f, 0, 1);
     } else {
-        moeq__pool_run(pool, fn, f);
+        moeq__pool_run(pool, step_items, f);
     }
 }
 
@@ -545,8 +542,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     /* Bucket first (its arrays come first in the scratch) to learn the sizes. */
     size_t nblk = (f.I + 15) / 16 + (f.H + 15) / 16;
     size_t head = up64((f.E + 1) * 4) + up64(f.E * 4) + up64(pairs * 4) * 3 + up64(f.T) * 2 +
-                  up64(pairs) +
-                  up64(f.E * nblk * sizeof(item)) + up64((size_t)nt * sizeof(float));
+                  up64(pairs) + up64(f.E * nblk * sizeof(item)) + up64((size_t)nt * sizeof(float));
     uint8_t *base = moeq__ctx_scratch(ctx, head);
     if (!base) goto nomem;
     {
@@ -650,7 +646,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         }
         /* gemm1 */
         size_t n = make_items(&f, f.I, items);
-        run_items(pool, step_gemm1, &f, items, n);
+        run_items(pool, &f, gemm1_item, items, n);
         PROF("gemm1");
         /* the down inputs' quantization */
         if (l->act_kind != MOEQ__ACT_NONE) {
@@ -669,7 +665,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         PROF("quant");
         /* gemm2 */
         n = make_items(&f, f.H, items);
-        run_items(pool, step_gemm2, &f, items, n);
+        run_items(pool, &f, gemm2_item, items, n);
         PROF("gemm2");
         run(pool, step_combine, &f, f.T * f.H);
         PROF("combine");

@@ -11,18 +11,6 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static uint32_t f32_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float f32_from_bits(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* splitmix64: deterministic test data */
 static uint64_t rng_state;
 static uint64_t rng_next(void) {
@@ -46,8 +34,8 @@ static float rng_weight(void) {
 #define ck_assert_bits_eq(got, want)                                                  \
     do {                                                                               \
         const float g_ = (got), w_ = (want);                                           \
-        ck_assert_msg(f32_bits(g_) == f32_bits(w_), "%s = %.9g (0x%08x), want %.9g (0x%08x)", \
-                      #got, (double)g_, f32_bits(g_), (double)w_, f32_bits(w_));      \
+        ck_assert_msg(moeq__f32_bits(g_) == moeq__f32_bits(w_), "%s = %.9g (0x%08x), want %.9g (0x%08x)", \
+                      #got, (double)g_, moeq__f32_bits(g_), (double)w_, moeq__f32_bits(w_));      \
     } while (0)
 
 /* A qweight over codes with a plain (grid) layout. */
@@ -81,7 +69,7 @@ START_TEST(test_bf16) {
     ck_assert_uint_eq(moeq__f32_to_bf16(3.4028235e38f), 0x7F80); /* rounds up to inf */
     ck_assert_uint_eq(moeq__f32_to_bf16(0x1p-133f), 0x0001);     /* smallest subnormal */
     ck_assert(isnan(moeq__bf16_to_f32(moeq__f32_to_bf16(NAN))));
-    ck_assert(isnan(moeq__bf16_to_f32(moeq__f32_to_bf16(f32_from_bits(0x7F800001u)))));
+    ck_assert(isnan(moeq__bf16_to_f32(moeq__f32_to_bf16(moeq__bits_f32(0x7F800001u)))));
     ck_assert(signbit(moeq__bf16_to_f32(moeq__f32_to_bf16(-NAN))));
     ck_assert_bits_eq(moeq__bf16_to_f32(0x4049), 3.140625f);
     /* every code survives a round trip */
@@ -142,7 +130,7 @@ START_TEST(test_f16) {
     for (int i = 0; i < 200000; i++) {
         /* random bit patterns around the f16 range */
         const uint32_t u = (uint32_t)(rng_next() & 0x87FFFFFFu) + 0x30000000u;
-        const float x = f32_from_bits(u);
+        const float x = moeq__bits_f32(u);
         if (!isfinite(x)) continue;
         check_nearest_even(fabsf(x), moeq__f32_to_f16(fabsf(x)), moeq__f16_to_f32, 0x7BFF);
     }
@@ -320,7 +308,7 @@ START_TEST(test_fp4_codes_and_packing) {
     }
     moeq__fp4_pack_ref(mc, 32, mp);
     moeq__fp4_unpack_ref(mp, 0, 32, mback);
-    for (int i = 0; i < 32; i++) ck_assert_uint_eq(f32_bits(mback[i]), f32_bits(m[i]));
+    for (int i = 0; i < 32; i++) ck_assert_uint_eq(moeq__f32_bits(mback[i]), moeq__f32_bits(m[i]));
     /* CT's code rule for values off the grid: by equality of trunc(|2x|) */
     ck_assert_uint_eq(moeq__fp4_code_ref(5.0f), 0);
     ck_assert_uint_eq(moeq__fp4_code_ref(7.0f), 7);

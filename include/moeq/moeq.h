@@ -1131,7 +1131,10 @@ MOEQ_API void moeq_ctx_destroy(moeq_ctx *ctx);
  * and results are bit-identical whatever the context's thread count.
  * Non-finite inputs: a token whose row of x holds a NaN or an infinity (or
  * whose activations overflow to one) gets an all-NaN row of out; it is left
- * out of per-call activation scales, so the other tokens are unaffected.
+ * out of per-call activation scales, so the other tokens come out as they
+ * would were its row zeros.  Results can differ in the last bits between
+ * calls that batch a token with different tokens (the kernels are chosen by
+ * rows per expert); moeq_moe_apply_reference is batch-invariant.
  * @return OK, INVALID_ARG (NULL, tokens < 0, more than 2^31-1 token-expert
  *         pairs, ids out of range, non-finite weights, top_k > 1 with
  *         apply_router_weight_on_input), DTYPE, STATE (not finalized), NOMEM. */

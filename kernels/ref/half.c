@@ -7,20 +7,8 @@
 #include <math.h>
 #include <string.h>
 
-static uint32_t f32_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float f32_from_bits(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 uint32_t moeq__f32_to_minifloat_mag(float x, int ebits, int mbits) {
-    const uint32_t a = f32_bits(x) & 0x7FFFFFFFu;
+    const uint32_t a = moeq__f32_bits(x) & 0x7FFFFFFFu;
     if (a == 0) return 0;
     /* |x| = sig * 2^(exp - 23) with sig < 2^24. */
     int32_t exp = (int32_t)(a >> 23) - 127;
@@ -63,11 +51,11 @@ float moeq__minifloat_mag_to_f32(uint32_t mag, int ebits, int mbits) {
 _Static_assert(sizeof(uint16_t) == 2, "bf16/f16 are stored as uint16_t");
 
 float moeq__bf16_to_f32(uint16_t h) {
-    return f32_from_bits((uint32_t)h << 16);
+    return moeq__bits_f32((uint32_t)h << 16);
 }
 
 uint16_t moeq__f32_to_bf16(float x) {
-    const uint32_t u = f32_bits(x);
+    const uint32_t u = moeq__f32_bits(x);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
     /* Round to nearest even on the low 16 bits; a carry into the exponent
      * gives the next binade or inf, which is what IEEE rounding wants. */
@@ -82,14 +70,14 @@ float moeq__f16_to_f32(uint16_t h) {
     const uint32_t mag = h & 0x7FFFu;
     if (mag >= 0x7C00u) {
         /* inf, or NaN with its payload moved to the f32 mantissa */
-        return f32_from_bits(sign | 0x7F800000u | ((mag & 0x3FFu) << 13));
+        return moeq__bits_f32(sign | 0x7F800000u | ((mag & 0x3FFu) << 13));
     }
     const float v = moeq__minifloat_mag_to_f32(mag, 5, 10);
     return sign ? -v : v;
 }
 
 uint16_t moeq__f32_to_f16(float x) {
-    const uint32_t u = f32_bits(x);
+    const uint32_t u = moeq__f32_bits(x);
     const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     const uint32_t a = u & 0x7FFFFFFFu;
     if (a > 0x7F800000u) return (uint16_t)(sign | 0x7E00u | ((a >> 13) & 0x1FFu));

@@ -21,31 +21,19 @@ size_t moeq__pk_scale_size(int32_t scale_kind) {
     }
 }
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 static bool same_bits(float a, float b) {
-    return f32_bits(a) == f32_bits(b);
+    return moeq__f32_bits(a) == moeq__f32_bits(b);
 }
 
 static float e8m0_value(uint8_t e) {
-    return e ? bits_f32((uint32_t)e << 23) : bits_f32(0x00400000u);
+    return e ? moeq__bits_f32((uint32_t)e << 23) : moeq__bits_f32(0x00400000u);
 }
 
 /* ---- scale storage ---------------------------------------------------------------- */
 
 static float decode_scale(const moeq__packed *pk, const uint8_t *p) {
     switch (pk->scale_kind) {
-        case MOEQ__PS_F32: return bits_f32(moeq__load_u32(p, 0));
+        case MOEQ__PS_F32: return moeq__bits_f32(moeq__load_u32(p, 0));
         case MOEQ__PS_F16: return moeq__f16_to_f32(moeq__load_u16(p, 0));
         case MOEQ__PS_BF16: return moeq__bf16_to_f32(moeq__load_u16(p, 0));
         case MOEQ__PS_E4M3_DIV: return moeq__e4m3_to_f32(p[0]) / pk->gdiv;
@@ -57,7 +45,7 @@ static float decode_scale(const moeq__packed *pk, const uint8_t *p) {
 static bool encode_scale(int32_t kind, float gdiv, float s, uint8_t *out) {
     switch (kind) {
         case MOEQ__PS_F32: {
-            const uint32_t u = f32_bits(s);
+            const uint32_t u = moeq__f32_bits(s);
             for (int i = 0; i < 4; i++) out[i] = (uint8_t)(u >> (8 * i));
             return true;
         }
@@ -88,7 +76,7 @@ static bool encode_scale(int32_t kind, float gdiv, float s, uint8_t *out) {
             return false;
         }
         default: { /* E8M0 */
-            const uint32_t u = f32_bits(s);
+            const uint32_t u = moeq__f32_bits(s);
             if (u == 0x00400000u) {
                 out[0] = 0;
                 return true;

@@ -1,0 +1,78 @@
+/*
+ * bench_common.h - what the benchmarks share: the clock, a xorshift
+ * generator, and the FP32 FMA loop that measures the machine's peak.
+ * Header-only (bench/CMakeLists.txt makes one program of each .c file).
+ */
+#ifndef MOEQ_BENCH_COMMON_H
+#define MOEQ_BENCH_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_X86_BENCH 1
+#else
+#define HAVE_X86_BENCH 0
+#endif
+
+static inline double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline uint64_t bench_xorshift(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
+/* FLOPs one bench_fma_loop iteration does: 12 FMAs of 8 lanes, 2 flops each. */
+#define BENCH_FMA_FLOPS_PER_ITER (12.0 * 8 * 2)
+
+#if HAVE_X86_BENCH
+/* 12 independent chains of ymm FMAs: 2 per cycle at most on this core. */
+__attribute__((target("avx2,fma"), unused)) static double bench_fma_loop(long iters) {
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
+           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
+           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
+           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
+    for (long it = 0; it < iters; it++) {
+        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+        a0 = _mm256_fmadd_ps(a0, m, c);
+        a1 = _mm256_fmadd_ps(a1, m, c);
+        a2 = _mm256_fmadd_ps(a2, m, c);
+        a3 = _mm256_fmadd_ps(a3, m, c);
+        a4 = _mm256_fmadd_ps(a4, m, c);
+        a5 = _mm256_fmadd_ps(a5, m, c);
+        a6 = _mm256_fmadd_ps(a6, m, c);
+        a7 = _mm256_fmadd_ps(a7, m, c);
+        a8 = _mm256_fmadd_ps(a8, m, c);
+        a9 = _mm256_fmadd_ps(a9, m, c);
+        a10 = _mm256_fmadd_ps(a10, m, c);
+        a11 = _mm256_fmadd_ps(a11, m, c);
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    float l[8];
+    _mm256_storeu_ps(l, s);
+    return (double)l[0];
+}
+#else
+__attribute__((unused)) static double bench_fma_loop(long iters) {
+    float a[96];
+    for (int i = 0; i < 96; i++) a[i] = (float)i;
+    for (long it = 0; it < iters; it++) {
+        for (int i = 0; i < 96; i++) a[i] = fmaf(a[i], 0.999999f, 1e-7f);
+    }
+    return (double)a[0];
+}
+#endif
+
+#endif

@@ -384,8 +384,14 @@ void moeq__quantize_mxfp8_ref(const moeq__wquant *a, const float *w, size_t rows
 void moeq__matmul_f64_ref(const float *x, const float *w, size_t m, size_t n, size_t k,
                           float *y);
 /* c[m, n] = a[m, k] . b[n, k]^T with OpenBLAS cblas_sgemm (row-major, b
- * transposed).  Precondition: m, n, k <= INT_MAX. */
+ * transposed; OpenBLAS is loaded on first use), or moeq__sgemm_nt_plain when
+ * it cannot be loaded.  Precondition: m, n, k <= INT_MAX. */
 void moeq__sgemm_nt(const float *a, const float *b, size_t m, size_t n, size_t k, float *c);
+/* The same product by a plain loop (each c element summed in k order). */
+void moeq__sgemm_nt_plain(const float *a, const float *b, size_t m, size_t n, size_t k,
+                          float *c);
+/* Whether OpenBLAS was (or now can be) loaded. */
+bool moeq__blas_available(void);
 /* The reference matmul path: dequantize w to f32 into w_f32 [rows * cols]
  * (caller's buffer), then y[m, rows] = x[m, cols] . w^T with sgemm. */
 void moeq__matmul_dequant_ref(const moeq__qweight *w, const float *x, size_t m,

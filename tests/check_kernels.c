@@ -1234,6 +1234,11 @@ START_TEST(test_matmul) {
     for (int i = 0; i < 6; i++) ck_assert_bits_eq(yb[i], want[i]);
     moeq__sgemm_nt(x, w, 2, 3, 0, yb);
     for (int i = 0; i < 6; i++) ck_assert_bits_eq(yb[i], 0.0f);
+    /* OpenBLAS is installed wherever the tests build; the plain loop is what
+     * runs where it cannot be loaded */
+    ck_assert(moeq__blas_available());
+    moeq__sgemm_nt_plain(x, w, 2, 3, 2, yb);
+    for (int i = 0; i < 6; i++) ck_assert_bits_eq(yb[i], want[i]);
 
     /* dequantize + sgemm against the f64 reference on random int4 weights */
     enum { M = 7, N = 33, K = 129 };
@@ -1252,11 +1257,15 @@ START_TEST(test_matmul) {
     qw.bits = 4;
     moeq__matmul_dequant_ref(&qw, xs, M, wd, got);
     moeq__matmul_f64_ref(xs, wd, M, N, K, ref);
+    static float plain[M * N];
+    moeq__sgemm_nt_plain(xs, wd, M, N, K, plain);
     for (int i = 0; i < M * N; i++) {
         double mag = 0.0;
         for (int t = 0; t < K; t++) mag += fabs((double)xs[(i / N) * K + t] * (double)wd[(i % N) * K + t]);
         ck_assert_msg(fabs((double)got[i] - (double)ref[i]) <= mag * 1e-6 + 1e-30,
                       "y[%d] = %g, f64 reference %g", i, (double)got[i], (double)ref[i]);
+        ck_assert_msg(fabs((double)plain[i] - (double)ref[i]) <= mag * 1e-6 + 1e-30,
+                      "plain y[%d] = %g, f64 reference %g", i, (double)plain[i], (double)ref[i]);
     }
 }
 END_TEST

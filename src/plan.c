@@ -12,10 +12,20 @@
 /* One input line after planning (its warning, if any: the precedence disagreement). */
 typedef moeq__plan_row plan_line;
 
+/* One input line as read (names point into the caller's text). */
+typedef struct plan_input {
+    const char *name;
+    size_t name_len;
+    int32_t kind;
+    uint32_t num_experts;
+    char *proj[3]; /* owned */
+} plan_input;
+
 typedef struct plan_state {
     const moeq_config *cfg;
-    plan_line *lines;
+    plan_input *lines;
     uint32_t n_lines, cap_lines;
+    plan_line *rows; /* the table's rows, every line's (JSON rows live per chunk) */
     /* Per-group JSON of the weight and input args, built once. */
     char **weights_json;
     char **input_json;
@@ -104,10 +114,13 @@ void moeq__plan_args_json_free(const moeq_config *cfg, char **weights, char **in
 static void free_state(plan_state *ps) {
     for (uint32_t i = 0; i < ps->n_lines; i++) {
         for (int p = 0; p < 3; p++) moeq__free(ps->lines[i].proj[p]);
-        moeq__free(ps->lines[i].error);
-        moeq__free(ps->lines[i].warning);
+        if (ps->rows) {
+            moeq__free(ps->rows[i].error);
+            moeq__free(ps->rows[i].warning);
+        }
     }
     moeq__free(ps->lines);
+    moeq__free(ps->rows);
     moeq__plan_args_json_free(ps->cfg, ps->weights_json, ps->input_json);
 }
 
@@ -117,7 +130,7 @@ static bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\r';
 }
 
-static moeq_status parse_moe_tail(plan_line *ln, const char *p, const char *end, uint32_t lineno,
+static moeq_status parse_moe_tail(plan_input *ln, const char *p, const char *end, uint32_t lineno,
                                   moeq_error *err) {
     /* p points after "moe": " N [GATE,UP,DOWN]" */
     while (p < end && is_space(*p)) p++;
@@ -176,14 +189,13 @@ static moeq_status parse_lines(plan_state *ps, const char *text, size_t len, moe
         if (a == b || *a == '#') continue;
         if (ps->n_lines == ps->cap_lines) {
             uint32_t cap = ps->cap_lines ? ps->cap_lines * 2u : 256u;
-            plan_line *nl = moeq__realloc(ps->lines, sizeof *nl * cap);
+            plan_input *nl = moeq__realloc(ps->lines, sizeof *nl * cap);
             if (!nl) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory reading layers");
             ps->lines = nl;
             ps->cap_lines = cap;
         }
-        plan_line *ln = &ps->lines[ps->n_lines++];
+        plan_input *ln = &ps->lines[ps->n_lines++];
         memset(ln, 0, sizeof *ln);
-        ln->scheme = -1;
         const char *name_end = a;
         while (name_end < b && !is_space(*name_end)) name_end++;
         ln->name = a;
@@ -487,6 +499,117 @@ void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
     moeq__free(asum);
 }
 
+/* Planning runs as a pipeline over chunks of PLAN_CHUNK lines: threads take
+ * the next chunk from a counter and plan it (for JSON, into the output
+ * buffer of its ring slot), while the calling thread writes finished chunks
+ * in line order and plans chunks itself whenever no thread has taken the
+ * next one.  A thread may run at most PLAN_RING chunks ahead of the writer,
+ * so memory stays bounded whatever the number of lines. */
+#define PLAN_CHUNK       1024u
+#define PLAN_RING        8u
+#define PLAN_MAX_THREADS 64
+
+typedef struct plan_slot {
+    moeq__sb sb; /* the chunk's JSON */
+    uint32_t errors;
+    bool done;
+    moeq_status status;
+} plan_slot;
+
+typedef struct plan_pipe plan_pipe;
+
+/* What one thread owns: its match scratch and its cache of JSON tails. */
+typedef struct plan_worker {
+    plan_pipe *pipe;
+    moeq__match_scratch *scratch;
+    moeq__plan_json pj;
+    plan_line *rows; /* JSON: the rows of the chunk being planned [PLAN_CHUNK] */
+} plan_worker;
+
+struct plan_pipe {
+    plan_state *ps;
+    const moeq_plan_options *opts;
+    bool json;
+    uint32_t n_chunks;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t next;    /* the next chunk nobody has taken */
+    uint32_t written; /* chunks handed to the writer */
+    bool stop;        /* the writer failed: take no more chunks */
+    plan_slot slots[PLAN_RING];
+};
+
+/* Plans chunk c into its slot. */
+static void plan_chunk(plan_worker *w, uint32_t c) {
+    plan_pipe *pp = w->pipe;
+    plan_state *ps = pp->ps;
+    plan_slot *slot = &pp->slots[c % PLAN_RING];
+    uint32_t begin = c * PLAN_CHUNK;
+    uint32_t end = ps->n_lines - begin < PLAN_CHUNK ? ps->n_lines : begin + PLAN_CHUNK;
+    slot->sb.len = 0;
+    slot->errors = 0;
+    slot->status = MOEQ_STATUS_OK;
+    for (uint32_t i = begin; i < end; i++) {
+        const plan_input *in = &ps->lines[i];
+        plan_line *ln = pp->json ? &w->rows[i - begin] : &ps->rows[i];
+        memset(ln, 0, sizeof *ln);
+        ln->name = in->name;
+        ln->name_len = in->name_len;
+        ln->kind = in->kind;
+        ln->num_experts = in->num_experts;
+        memcpy(ln->proj, in->proj, sizeof ln->proj); /* borrowed */
+        ln->scheme = -1;
+        if (plan_one(ps, w->scratch, ln, pp->opts) != MOEQ_STATUS_OK) {
+            slot->status = MOEQ_STATUS_NOMEM;
+            if (pp->json) { /* table rows are freed with the state */
+                moeq__free(ln->error);
+                moeq__free(ln->warning);
+            }
+            return;
+        }
+        if (ln->error) slot->errors++;
+        if (!pp->json) continue; /* the table needs every line for its widths */
+        /* JSON streams: plan, render, forget. */
+        moeq__plan_json_row(&w->pj, ln, i == 0, &slot->sb);
+        moeq__free(ln->error);
+        moeq__free(ln->warning);
+        ln->error = ln->warning = NULL;
+    }
+    if (slot->sb.failed) slot->status = MOEQ_STATUS_NOMEM;
+}
+
+/* Takes the next chunk if the ring has room for it; UINT32_MAX when there
+ * is none to take (all taken, or stopped).  Called with the mutex held. */
+static uint32_t take_chunk(plan_pipe *pp, bool wait) {
+    for (;;) {
+        if (pp->stop || pp->next >= pp->n_chunks) return UINT32_MAX;
+        if (pp->next < pp->written + PLAN_RING) return pp->next++;
+        if (!wait) return UINT32_MAX;
+        pthread_cond_wait(&pp->cv, &pp->mu);
+    }
+}
+
+static void finish_chunk(plan_pipe *pp, uint32_t c) {
+    pthread_mutex_lock(&pp->mu);
+    pp->slots[c % PLAN_RING].done = true;
+    pthread_cond_broadcast(&pp->cv);
+    pthread_mutex_unlock(&pp->mu);
+}
+
+static void *plan_thread(void *arg) {
+    plan_worker *w = arg;
+    plan_pipe *pp = w->pipe;
+    for (;;) {
+        pthread_mutex_lock(&pp->mu);
+        uint32_t c = take_chunk(pp, true);
+        pthread_mutex_unlock(&pp->mu);
+        if (c == UINT32_MAX) break;
+        plan_chunk(w, c);
+        finish_chunk(pp, c);
+    }
+    return NULL;
+}
+
 /* Hands `sb` to the writer and empties it. */
 static moeq_status flush(moeq__sb *sb, moeq_write_fn write, void *user, moeq_error *err) {
     if (sb->failed) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while planning");
@@ -499,49 +622,41 @@ static moeq_status flush(moeq__sb *sb, moeq_write_fn write, void *user, moeq_err
     return MOEQ_STATUS_OK;
 }
 
-/* One worker's share of a batch: lines [begin, end) planned and, for JSON,
- * written to its own buffer. */
-typedef struct plan_job {
-    plan_state *ps;
-    const moeq_plan_options *opts;
-    moeq__match_scratch *scratch;
-    moeq__plan_json pj;
-    moeq__sb sb;
-    uint32_t begin, end;
-    uint32_t errors;
-    moeq_status status;
-} plan_job;
-
-static void run_job(plan_job *job) {
-    plan_state *ps = job->ps;
-    bool json = job->opts && job->opts->json;
-    job->status = MOEQ_STATUS_OK;
-    for (uint32_t i = job->begin; i < job->end; i++) {
-        plan_line *ln = &ps->lines[i];
-        if (plan_one(ps, job->scratch, ln, job->opts) != MOEQ_STATUS_OK) {
-            job->status = MOEQ_STATUS_NOMEM;
-            return;
+/* The calling thread's part: chunks in order, planned here when nobody has
+ * taken them yet, written once done. */
+static moeq_status write_chunks(plan_pipe *pp, plan_worker *self, moeq_write_fn write, void *user,
+                                uint32_t *errors, moeq_error *err) {
+    for (uint32_t c = 0; c < pp->n_chunks; c++) {
+        plan_slot *slot = &pp->slots[c % PLAN_RING];
+        pthread_mutex_lock(&pp->mu);
+        while (!slot->done) {
+            /* Plan the chunk itself if nobody has taken it (or another one
+             * while waiting, so that the calling thread is never idle). */
+            uint32_t mine = take_chunk(pp, false);
+            if (mine == UINT32_MAX) {
+                pthread_cond_wait(&pp->cv, &pp->mu);
+                continue;
+            }
+            pthread_mutex_unlock(&pp->mu);
+            plan_chunk(self, mine);
+            finish_chunk(pp, mine);
+            pthread_mutex_lock(&pp->mu);
         }
-        if (ln->error) job->errors++;
-        if (!json) continue; /* the table needs every line for its widths */
-        /* JSON streams: plan, write, forget. */
-        moeq__plan_json_row(&job->pj, ln, i == 0, &job->sb);
-        moeq__free(ln->error);
-        moeq__free(ln->warning);
-        ln->error = ln->warning = NULL;
+        pthread_mutex_unlock(&pp->mu);
+        moeq_status st = slot->status;
+        if (st != MOEQ_STATUS_OK) {
+            return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while planning");
+        }
+        *errors += slot->errors;
+        if (pp->json && (st = flush(&slot->sb, write, user, err)) != MOEQ_STATUS_OK) return st;
+        pthread_mutex_lock(&pp->mu);
+        slot->done = false;
+        pp->written = c + 1;
+        pthread_cond_broadcast(&pp->cv);
+        pthread_mutex_unlock(&pp->mu);
     }
-    if (job->sb.failed) job->status = MOEQ_STATUS_NOMEM;
+    return MOEQ_STATUS_OK;
 }
-
-static void *job_thread(void *arg) {
-    run_job(arg);
-    return NULL;
-}
-
-/* Lines per job: big enough to amortise a thread start, small enough that
- * JSON output is written in modest pieces. */
-#define PLAN_CHUNK       8192u
-#define PLAN_MAX_THREADS 64
 
 moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t len,
                             const moeq_plan_options *opts, moeq_write_fn write, void *user,
@@ -565,65 +680,63 @@ moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t l
     plan_state ps;
     memset(&ps, 0, sizeof ps);
     ps.cfg = cfg;
-    plan_job jobs[PLAN_MAX_THREADS];
-    uint32_t n_jobs = opts && opts->threads > 1 ? (uint32_t)opts->threads : 1u;
-    memset(jobs, 0, sizeof jobs[0] * n_jobs);
+    plan_pipe pp;
+    memset(&pp, 0, sizeof pp);
+    pp.ps = &ps;
+    pp.opts = opts;
+    pp.json = opts && opts->json;
+    pthread_mutex_init(&pp.mu, NULL);
+    pthread_cond_init(&pp.cv, NULL);
+    for (uint32_t i = 0; i < PLAN_RING; i++) moeq__sb_init(&pp.slots[i].sb);
+    plan_worker workers[PLAN_MAX_THREADS];
+    pthread_t tid[PLAN_MAX_THREADS];
+    uint32_t n_workers = opts && opts->threads > 1 ? (uint32_t)opts->threads : 1u, started = 0;
+    memset(workers, 0, sizeof workers[0] * n_workers);
     moeq__sb out;
     moeq__sb_init(&out);
     uint32_t errors = 0;
-    bool json = opts && opts->json;
     moeq_status st = parse_lines(&ps, layers ? layers : "", len, err);
     if (st != MOEQ_STATUS_OK) goto done;
-    for (uint32_t t = 0; t < n_jobs; t++) {
-        jobs[t].ps = &ps;
-        jobs[t].opts = opts;
-        moeq__sb_init(&jobs[t].sb);
-        st = moeq__match_scratch_create(cfg->matcher, &jobs[t].scratch, err);
+    pp.n_chunks = (ps.n_lines + PLAN_CHUNK - 1) / PLAN_CHUNK;
+    /* No more threads than chunks beyond the first. */
+    if (n_workers > pp.n_chunks) n_workers = pp.n_chunks ? pp.n_chunks : 1u;
+    if (moeq__plan_args_json(cfg, &ps.weights_json, &ps.input_json) != MOEQ_STATUS_OK) goto nomem;
+    if (!pp.json && ps.n_lines) {
+        ps.rows = moeq__calloc(ps.n_lines, sizeof *ps.rows);
+        if (!ps.rows) goto nomem;
+    }
+    for (uint32_t t = 0; t < n_workers; t++) {
+        if (pp.json) {
+            workers[t].rows = moeq__malloc(PLAN_CHUNK * sizeof *workers[t].rows);
+            if (!workers[t].rows) goto nomem;
+        }
+        workers[t].pipe = &pp;
+        workers[t].pj.cfg = cfg;
+        workers[t].pj.weights_json = ps.weights_json;
+        workers[t].pj.input_json = ps.input_json;
+        st = moeq__match_scratch_create(cfg->matcher, &workers[t].scratch, err);
         if (st != MOEQ_STATUS_OK) goto done;
     }
-    if (moeq__plan_args_json(cfg, &ps.weights_json, &ps.input_json) != MOEQ_STATUS_OK) goto nomem;
-    for (uint32_t t = 0; t < n_jobs; t++) {
-        jobs[t].pj.cfg = cfg;
-        jobs[t].pj.weights_json = ps.weights_json;
-        jobs[t].pj.input_json = ps.input_json;
+    if (pp.json) {
+        moeq__sb_puts(&out, "[");
+        if ((st = flush(&out, write, user, err)) != MOEQ_STATUS_OK) goto done;
     }
-
-    if (json) moeq__sb_puts(&out, "[");
-    /* Batches of n_jobs chunks: the calling thread runs the first, helper
-     * threads the others; output is written in line order. */
-    for (uint32_t base = 0; base < ps.n_lines; base += n_jobs * PLAN_CHUNK) {
-        pthread_t tid[PLAN_MAX_THREADS];
-        bool started[PLAN_MAX_THREADS] = {false};
-        for (uint32_t t = 0; t < n_jobs; t++) {
-            uint64_t b = (uint64_t)base + (uint64_t)t * PLAN_CHUNK;
-            jobs[t].begin = b < ps.n_lines ? (uint32_t)b : ps.n_lines;
-            jobs[t].end = b + PLAN_CHUNK < ps.n_lines ? (uint32_t)(b + PLAN_CHUNK) : ps.n_lines;
-            jobs[t].sb.len = 0;
-            if (t > 0 && jobs[t].begin < jobs[t].end) {
-                started[t] = pthread_create(&tid[t], NULL, job_thread, &jobs[t]) == 0;
-            }
-        }
-        run_job(&jobs[0]);
-        for (uint32_t t = 1; t < n_jobs; t++) {
-            if (started[t]) {
-                pthread_join(tid[t], NULL);
-            } else if (jobs[t].begin < jobs[t].end) {
-                run_job(&jobs[t]); /* no thread could be started: do it here */
-            }
-        }
-        for (uint32_t t = 0; t < n_jobs; t++) {
-            if (jobs[t].status != MOEQ_STATUS_OK) goto nomem;
-            errors += jobs[t].errors;
-            jobs[t].errors = 0;
-            if (!json) continue;
-            if ((st = flush(&out, write, user, err)) != MOEQ_STATUS_OK) goto done;
-            if ((st = flush(&jobs[t].sb, write, user, err)) != MOEQ_STATUS_OK) goto done;
-        }
+    /* Helper threads; if one cannot be started, the others (and the calling
+     * thread) do its share. */
+    for (uint32_t t = 1; t < n_workers; t++) {
+        if (pthread_create(&tid[started + 1], NULL, plan_thread, &workers[t]) == 0) started++;
     }
-    if (json) {
+    st = write_chunks(&pp, &workers[0], write, user, &errors, err);
+    pthread_mutex_lock(&pp.mu);
+    pp.stop = true; /* after a failure, helpers take nothing more */
+    pthread_cond_broadcast(&pp.cv);
+    pthread_mutex_unlock(&pp.mu);
+    for (uint32_t t = 1; t <= started; t++) pthread_join(tid[t], NULL);
+    if (st != MOEQ_STATUS_OK) goto done;
+    if (pp.json) {
         moeq__sb_puts(&out, ps.n_lines ? "\n]\n" : "]\n");
     } else {
-        moeq__plan_table(ps.lines, ps.n_lines, &out);
+        moeq__plan_table(ps.rows, ps.n_lines, &out);
     }
     st = flush(&out, write, user, err);
     if (st == MOEQ_STATUS_OK && out_errors) *out_errors = errors;
@@ -631,11 +744,14 @@ moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t l
 nomem:
     st = moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while planning");
 done:
-    for (uint32_t t = 0; t < n_jobs; t++) {
-        moeq__plan_json_free(&jobs[t].pj);
-        moeq__sb_free(&jobs[t].sb);
-        moeq__match_scratch_destroy(jobs[t].scratch);
+    for (uint32_t t = 0; t < n_workers; t++) {
+        moeq__free(workers[t].rows);
+        moeq__plan_json_free(&workers[t].pj);
+        moeq__match_scratch_destroy(workers[t].scratch);
     }
+    for (uint32_t i = 0; i < PLAN_RING; i++) moeq__sb_free(&pp.slots[i].sb);
+    pthread_cond_destroy(&pp.cv);
+    pthread_mutex_destroy(&pp.mu);
     moeq__sb_free(&out);
     free_state(&ps);
     return st;

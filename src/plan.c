@@ -364,11 +364,13 @@ static void json_tail(const moeq__plan_json *pj, const moeq__plan_row *ln, moeq_
 static const char *cached_tail(moeq__plan_json *pj, const moeq__plan_row *ln, size_t *len) {
     if (ln->error || ln->warning) return NULL;
     const moeq_resolution *r = &ln->res;
-    for (uint32_t i = 0; i < pj->n_cache; i++) {
+    for (uint32_t k = 0; k < pj->n_cache; k++) {
+        uint32_t i = k == 0 ? pj->last : k <= pj->last ? k - 1 : k; /* the last hit first */
         if (pj->cache[i].kind == ln->kind && pj->cache[i].status == r->status &&
             pj->cache[i].group == r->group_index && pj->cache[i].ignore == r->ignore_index &&
             pj->cache[i].scheme == ln->scheme && pj->cache[i].target == r->target &&
             pj->cache[i].experts == ln->num_experts) {
+            pj->last = i;
             *len = pj->cache[i].len;
             return pj->cache[i].text;
         }
@@ -381,6 +383,7 @@ static const char *cached_tail(moeq__plan_json *pj, const moeq__plan_row *ln, si
     char *text = moeq__sb_take(&sb);
     if (!text) return NULL;
     uint32_t k = pj->n_cache++;
+    pj->last = k;
     pj->cache[k].kind = ln->kind;
     pj->cache[k].status = r->status;
     pj->cache[k].group = r->group_index;
@@ -409,6 +412,7 @@ void moeq__plan_json_row(moeq__plan_json *pj, const moeq__plan_row *ln, bool fir
 void moeq__plan_json_free(moeq__plan_json *pj) {
     for (uint32_t i = 0; i < pj->n_cache; i++) moeq__free(pj->cache[i].text);
     pj->n_cache = 0;
+    pj->last = 0;
 }
 
 static void pad(moeq__sb *sb, size_t have, size_t want) {

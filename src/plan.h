@@ -56,6 +56,7 @@ typedef struct moeq__plan_json {
         size_t len;
     } cache[32];
     uint32_t n_cache;
+    uint32_t last; /* the entry the previous row used (neighbours mostly share one) */
 } moeq__plan_json;
 
 /* Serialises every group's weight and input args (free with

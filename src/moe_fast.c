@@ -520,6 +520,42 @@ static size_t make_items(const fast *f, size_t out_rows, item *items) {
     return n;
 }
 
+/* The head of the scratch, laid out the same before and after it grows:
+ * bucketing arrays, per-token and per-row flags, work items, partial amaxes.
+ * With p NULL, only the size. */
+static size_t carve_head(fast *f, uint8_t *p, size_t nblk, int32_t **fill, item **items) {
+    size_t pairs = f->T * f->k;
+    size_t sizes[] = {(f->E + 1) * 4,
+                      f->E * 4,
+                      pairs * 4,
+                      pairs * 4,
+                      pairs * 4,
+                      f->T,
+                      f->T,
+                      pairs,
+                      f->E * nblk * sizeof(item),
+                      (size_t)f->nt * sizeof(float)};
+    void *at[10];
+    size_t off = 0;
+    for (int i = 0; i < 10; i++) {
+        at[i] = p ? p + off : NULL;
+        off += up64(sizes[i]);
+    }
+    if (p) {
+        f->starts = at[0];
+        *fill = at[1];
+        f->order = at[2];
+        f->row_of = at[3];
+        f->row_expert = at[4];
+        f->used = at[5];
+        f->bad = at[6];
+        f->row_bad = at[7];
+        *items = at[8];
+        f->partial = at[9];
+    }
+    return off;
+}
+
 moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_error *err) {
     const moeq_moe_config *c = &l->cfg;
     moeq_ctx *ctx = io->ctx;
@@ -541,24 +577,13 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
 
     /* Bucket first (its arrays come first in the scratch) to learn the sizes. */
     size_t nblk = (f.I + 15) / 16 + (f.H + 15) / 16;
-    size_t head = up64((f.E + 1) * 4) + up64(f.E * 4) + up64(pairs * 4) * 3 + up64(f.T) * 2 +
-                  up64(pairs) + up64(f.E * nblk * sizeof(item)) + up64((size_t)nt * sizeof(float));
+    int32_t *fill;
+    item *items;
+    size_t head = carve_head(&f, NULL, nblk, &fill, &items);
     uint8_t *base = moeq__ctx_scratch(ctx, head);
     if (!base) goto nomem;
     {
-        uint8_t *p = base;
-        f.starts = (int32_t *)(void *)p;
-        p += up64((f.E + 1) * 4);
-        int32_t *fill = (int32_t *)(void *)p;
-        p += up64(f.E * 4);
-        f.order = (int32_t *)(void *)p;
-        p += up64(pairs * 4);
-        f.row_of = (int32_t *)(void *)p;
-        p += up64(pairs * 4);
-        f.row_expert = (int32_t *)(void *)p;
-        p += up64(pairs * 4);
-        f.used = p;
-        p += up64(f.T);
+        carve_head(&f, base, nblk, &fill, &items);
         memset(f.starts, 0, (f.E + 1) * 4);
         memset(f.used, 0, f.T);
         for (size_t q = 0; q < pairs; q++) {
@@ -596,26 +621,9 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     base = moeq__ctx_scratch(ctx, total); /* may move: recompute the head pointers */
     if (!base) goto nomem;
     {
-        uint8_t *p = base;
-        f.starts = (int32_t *)(void *)p;
-        p += up64((f.E + 1) * 4) + up64(f.E * 4);
-        f.order = (int32_t *)(void *)p;
-        p += up64(pairs * 4);
-        f.row_of = (int32_t *)(void *)p;
-        p += up64(pairs * 4);
-        f.row_expert = (int32_t *)(void *)p;
-        p += up64(pairs * 4);
-        f.used = p;
-        p += up64(f.T);
-        f.bad = p;
-        p += up64(f.T);
-        f.row_bad = p;
-        p += up64(pairs);
+        carve_head(&f, base, nblk, &fill, &items);
         memset(f.bad, 0, f.T);
         memset(f.row_bad, 0, pairs);
-        item *items = (item *)(void *)p;
-        p += up64(f.E * nblk * sizeof(item));
-        f.partial = (float *)(void *)p;
         f.xf = (float *)(void *)(base + at_xf);
         f.X = f.per_row_x ? (float *)(void *)(base + at_x) : NULL;
         f.A = (float *)(void *)(base + at_a);

@@ -702,7 +702,7 @@ moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t l
     moeq_status st = parse_lines(&ps, layers ? layers : "", len, err);
     if (st != MOEQ_STATUS_OK) goto done;
     pp.n_chunks = (ps.n_lines + PLAN_CHUNK - 1) / PLAN_CHUNK;
-    /* No more threads than chunks beyond the first. */
+    /* No more threads than chunks. */
     if (n_workers > pp.n_chunks) n_workers = pp.n_chunks ? pp.n_chunks : 1u;
     if (moeq__plan_args_json(cfg, &ps.weights_json, &ps.input_json) != MOEQ_STATUS_OK) goto nomem;
     if (!pp.json && ps.n_lines) {

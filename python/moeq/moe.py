@@ -236,13 +236,9 @@ class MoELayer(Owner):
 
     # ---- the forward pass -----------------------------------------------------
 
-    def apply(self, x, topk_ids, topk_weights, ctx=None, out_dtype=None):
-        """out [T, H] = the routed experts applied to x [T, H].
-
-        x: float32, float16 or BF16 bits (uint16).  topk_ids int32 [T, k] (global
-        ids; -1 contributes nothing), topk_weights float32 [T, k] (e.g. from
-        moeq.route).  out_dtype: "F32", "F16" or "BF16" (default: x's)."""
-        h = self._live()
+    def _apply_inputs(self, x, topk_ids, topk_weights):
+        """x as a C-ordered array with its dtype name, ids and weights as int32/float32
+        [T, k]; wrong dtypes or shapes raise the library's DTYPE/SHAPE errors."""
         x_dt, xa = as_c_array(x, what="x")
         if x_dt == "U16":
             x_dt = "BF16"
@@ -255,6 +251,16 @@ class MoELayer(Owner):
         if ids.ndim != 2 or ids.shape[0] != xa.shape[0] or wts.shape != ids.shape:
             _errors.fail("SHAPE", f"topk_ids {ids.shape} and topk_weights {wts.shape} must "
                                   f"both be [{xa.shape[0]}, top_k]")
+        return x_dt, xa, ids, wts
+
+    def apply(self, x, topk_ids, topk_weights, ctx=None, out_dtype=None):
+        """out [T, H] = the routed experts applied to x [T, H].
+
+        x: float32, float16 or BF16 bits (uint16).  topk_ids int32 [T, k] (global
+        ids; -1 contributes nothing), topk_weights float32 [T, k] (e.g. from
+        moeq.route).  out_dtype: "F32", "F16" or "BF16" (default: x's)."""
+        h = self._live()
+        x_dt, xa, ids, wts = self._apply_inputs(x, topk_ids, topk_weights)
         out_dt = x_dt if out_dtype is None else out_dtype
         if out_dt not in IO_DTYPES:
             _errors.fail("DTYPE", f"out_dtype {out_dt!r} is not F32, F16 or BF16")
@@ -277,18 +283,7 @@ class MoELayer(Owner):
         """The same forward computed plainly in float64 (moeq_moe_apply_reference):
         float64 [T, H], for checking apply()."""
         h = self._live()
-        x_dt, xa = as_c_array(x, what="x")
-        if x_dt == "U16":
-            x_dt = "BF16"
-        if x_dt not in IO_DTYPES:
-            _errors.fail("DTYPE", f"x is {x_dt}; expected F32, F16 or BF16 (uint16)")
-        if xa.ndim != 2 or xa.shape[1] != self.hidden_size:
-            _errors.fail("SHAPE", f"x has shape {xa.shape}, expected [tokens, {self.hidden_size}]")
-        ids = np.ascontiguousarray(topk_ids, dtype="<i4")
-        wts = np.ascontiguousarray(topk_weights, dtype="<f4")
-        if ids.ndim != 2 or ids.shape[0] != xa.shape[0] or wts.shape != ids.shape:
-            _errors.fail("SHAPE", f"topk_ids {ids.shape} and topk_weights {wts.shape} must "
-                                  f"both be [{xa.shape[0]}, top_k]")
+        x_dt, xa, ids, wts = self._apply_inputs(x, topk_ids, topk_weights)
         out = np.empty(xa.shape, np.float64)
         _errors.call(lib.moeq_moe_apply_reference, h.ptr, dtype_value(x_dt), xa.ctypes.data,
                      xa.shape[0], ids.shape[1], ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),

@@ -403,14 +403,11 @@ static char *dq(const char *s) {
 static char g_dir[256];
 
 static void make_dir(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/moeq_bad_inputs_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    moeq_test_mkdtemp(g_dir, sizeof g_dir, "moeq_bad_inputs");
 }
 
 static void remove_dir(void) {
-    char cmd[320];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    ck_assert_int_eq(system(cmd), 0);
+    moeq_test_rmtree(g_dir);
 }
 
 static void write_file(const char *path, const void *data, size_t n) {

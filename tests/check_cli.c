@@ -44,14 +44,11 @@ static int run(const char *cmd, char **out) {
 static char tmpdir[64];
 
 static void setup(void) {
-    strcpy(tmpdir, "/tmp/moeq_cli_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    moeq_test_mkdtemp(tmpdir, sizeof tmpdir, "moeq_cli");
 }
 
 static void teardown(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    moeq_test_rmtree(tmpdir);
 }
 
 static void write_file(const char *path, const char *text) {

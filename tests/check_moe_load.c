@@ -507,9 +507,7 @@ START_TEST(test_load_checkpoint) {
     ck_assert_ptr_nonnull(strstr(err.message, "\"weight_zero_point\" of up_proj"));
     free_fixture(&f);
     moeq_checkpoint_close(ck);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    moeq_test_rmtree(dir);
 }
 END_TEST
 

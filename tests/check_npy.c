@@ -16,8 +16,7 @@ static char g_dir[64];
 static char g_path[128];
 
 static void make_dir(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/moeq-npy-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    moeq_test_mkdtemp(g_dir, sizeof g_dir, "moeq-npy");
     snprintf(g_path, sizeof g_path, "%s/a.npy", g_dir);
 }
 

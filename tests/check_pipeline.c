@@ -13,14 +13,11 @@
 static char g_dir[64];
 
 static void setup(void) {
-    strcpy(g_dir, "/tmp/moeq_pipeline_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    moeq_test_mkdtemp(g_dir, sizeof g_dir, "moeq_pipeline");
 }
 
 static void teardown(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    ck_assert_int_eq(system(cmd), 0);
+    moeq_test_rmtree(g_dir);
 }
 
 static double number(const moeq_config *cfg, const char *key) {

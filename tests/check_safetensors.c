@@ -20,31 +20,11 @@
 static char g_dir[64];
 
 static void make_dir(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/moeq-st-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
-}
-
-/* Removes g_dir and what the tests put in it (files and one level of folders). */
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            remove_tree(path);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
+    moeq_test_mkdtemp(g_dir, sizeof g_dir, "moeq-st");
 }
 
 static void remove_dir(void) {
-    remove_tree(g_dir);
+    moeq_test_rmtree(g_dir);
 }
 
 static const char *in_dir(const char *name, char *buf, size_t size) {

@@ -55,24 +55,13 @@ static const struct {
 /* ---- directories -------------------------------------------------------------------- */
 
 static char *make_tmp(void) {
-    char tmpl[] = "/tmp/moeq_synth_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    char tmpl[64];
+    moeq_test_mkdtemp(tmpl, sizeof tmpl, "moeq_synth");
     return strdup(tmpl);
 }
 
-/* Removes a flat directory (synthetic checkpoints have no subdirectories). */
 static void rm_dir(char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        for (struct dirent *e; (e = readdir(d)) != NULL;) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char path[512];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    moeq_test_rmtree(dir);
     free(dir);
 }
 

@@ -6,9 +6,12 @@
 #define MOEQ_TEST_UTIL_H
 
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "moeq/moeq.h"
 
@@ -41,6 +44,34 @@ static inline const char *moeq_test_message(const moeq_error *err) {
                   moeq_test_message(errp))
 
 #define ck_assert_ok(got, errp) ck_assert_status(got, MOEQ_STATUS_OK, errp)
+
+/* A new, empty directory "/tmp/<stem>_XXXXXX", its path in buf. */
+static inline void moeq_test_mkdtemp(char *buf, size_t size, const char *stem) {
+    int n = snprintf(buf, size, "/tmp/%s_XXXXXX", stem);
+    ck_assert_msg(n > 0 && (size_t)n < size, "temporary directory name too long");
+    ck_assert_msg(mkdtemp(buf) != NULL, "mkdtemp %s failed", buf);
+}
+
+/* Removes dir and everything below it (links are removed, not followed). */
+static inline void moeq_test_rmtree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char path[1024];
+        int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (n < 0 || (size_t)n >= sizeof path) continue; /* never a truncated path */
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            moeq_test_rmtree(path);
+        } else {
+            unlink(path);
+        }
+    }
+    closedir(d);
+    rmdir(dir);
+}
 
 #define MOEQ_TEST_MAIN(suite_fn)                                                       \
     int main(void) {                                                                    \

@@ -410,13 +410,6 @@ static void remove_dir(void) {
     moeq_test_rmtree(g_dir);
 }
 
-static void write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 static moeq_config *parse_or_fail(const char *json_sq) {
     char *json = dq(json_sq);
     moeq_config *cfg = NULL;
@@ -512,7 +505,7 @@ static moeq_status run_open(const bad_row *r, moeq_error *err) {
     if (r->b && strncmp(r->b, "cut=", 4) == 0) total = strtoull(r->b + 4, NULL, 10);
     char path[400];
     snprintf(path, sizeof path, "%s/t.safetensors", g_dir);
-    write_file(path, file, total);
+    moeq_test_write_file(path, file, total);
     moeq_checkpoint *ck = NULL;
     moeq_status st = moeq_checkpoint_open(path, &ck, err);
     ck_assert_msg((st == MOEQ_STATUS_OK) == (ck != NULL), "OUT pointer and status disagree");
@@ -557,7 +550,7 @@ static moeq_status run_index(const bad_row *r, moeq_error *err) {
     ck_assert_ok(moeq_safetensors_write(path, t, 2, NULL, &e2), &e2);
     char *index = dq(r->a);
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", g_dir);
-    write_file(path, index, strlen(index));
+    moeq_test_write_file(path, index, strlen(index));
     free(index);
     moeq_checkpoint *ck = NULL;
     moeq_status st = moeq_checkpoint_open(g_dir, &ck, err);

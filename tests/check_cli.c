@@ -51,13 +51,6 @@ static void teardown(void) {
     moeq_test_rmtree(tmpdir);
 }
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 #define GLM MOEQ_TEST_DATA_DIR "/configs/glm-5.3-int4-int8mix-rtn-g64-mixed-regex-no-linear.json"
 
 START_TEST(test_exit_codes) {
@@ -65,9 +58,9 @@ START_TEST(test_exit_codes) {
     snprintf(layers, sizeof layers, "%s/ok.txt", tmpdir);
     snprintf(bad_layers, sizeof bad_layers, "%s/bad.txt", tmpdir);
     snprintf(bad_cfg, sizeof bad_cfg, "%s/bad.json", tmpdir);
-    write_file(layers, "model.layers.3.mlp.experts moe 256\nlm_head\n");
-    write_file(bad_layers, "model.layers.3.mlp.experts moe\n");
-    write_file(bad_cfg, "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": 1}}");
+    moeq_test_write_text(layers, "model.layers.3.mlp.experts moe 256\nlm_head\n");
+    moeq_test_write_text(bad_layers, "model.layers.3.mlp.experts moe\n");
+    moeq_test_write_text(bad_cfg, "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": 1}}");
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s >/dev/null 2>&1", tool(), GLM, layers);
     ck_assert_int_eq(run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s >/dev/null 2>&1", tool(), GLM, bad_layers);
@@ -81,9 +74,9 @@ START_TEST(test_exit_codes) {
     char cfg[128], err_layers[128];
     snprintf(cfg, sizeof cfg, "%s/tensor.json", tmpdir);
     snprintf(err_layers, sizeof err_layers, "%s/err.txt", tmpdir);
-    write_file(cfg, "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+    moeq_test_write_text(cfg, "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
                     "\"config_groups\":{\"g\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":4}}}}");
-    write_file(err_layers, "m.experts moe 4\n");
+    moeq_test_write_text(err_layers, "m.experts moe 4\n");
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s 2>&1", tool(), cfg, err_layers);
     char *out = NULL;
     ck_assert_int_eq(run(cmd, &out), 1);
@@ -107,7 +100,7 @@ START_TEST(test_plan_json_matches_library) {
                         "model.layers.4.self_attn.o_proj\nlm_head\n";
     char path[128], cmd[1024];
     snprintf(path, sizeof path, "%s/l.txt", tmpdir);
-    write_file(path, lines);
+    moeq_test_write_text(path, lines);
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s --json", tool(), GLM, path);
     char *out = NULL;
     ck_assert_int_eq(run(cmd, &out), 0);

@@ -1004,13 +1004,6 @@ START_TEST(test_model_fields) {
 }
 END_TEST
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(text, 1, strlen(text), f), strlen(text));
-    fclose(f);
-}
-
 START_TEST(test_load_paths) {
     char dir[] = "/tmp/moeq_config_test_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -1020,10 +1013,10 @@ START_TEST(test_load_paths) {
     snprintf(bad, sizeof bad, "%s/bad.json", dir);
     snprintf(dir_slash, sizeof dir_slash, "%s/", dir);
     char *json = dq(k_vl_config);
-    write_file(file, json);
+    moeq_test_write_text(file, json);
     free(json);
-    write_file(other, "{\"config_groups\": {\"W8A16\": [\"Linear\"]}}");
-    write_file(bad, "{\n  \"config_groups\": {\n    \"g\": {\"targets\": [\"Linear\"], \"weights\": {\"group_size\": 0}}\n  }\n}\n");
+    moeq_test_write_text(other, "{\"config_groups\": {\"W8A16\": [\"Linear\"]}}");
+    moeq_test_write_text(bad, "{\n  \"config_groups\": {\n    \"g\": {\"targets\": [\"Linear\"], \"weights\": {\"group_size\": 0}}\n  }\n}\n");
 
     moeq_config *cfg = NULL;
     moeq_error err;

@@ -149,17 +149,10 @@ static void drop_prefix(model *m, const char *prefix) {
     }
 }
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(text, 1, strlen(text), f), strlen(text));
-    fclose(f);
-}
-
 static void model_write(const model *m, const char *config) {
     char path[128];
     snprintf(path, sizeof path, "%s/config.json", m->dir);
-    write_file(path, config);
+    moeq_test_write_text(path, config);
     snprintf(path, sizeof path, "%s/model.safetensors", m->dir);
     moeq_error err;
     ck_assert_ok(moeq_safetensors_write(path, m->t, m->n, NULL, &err), &err);

@@ -25,23 +25,6 @@ static void remove_dir(void) {
     rmdir(g_dir);
 }
 
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static unsigned char *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    unsigned char *buf = malloc(1 << 16);
-    *n = fread(buf, 1, (1 << 16) - 1, f);
-    buf[*n] = '\0'; /* headers hold no NUL, so strstr can search them */
-    fclose(f);
-    return buf;
-}
-
 /* What numpy 2.x writes for np.save(path, np.zeros((2, 3), np.float32)):
  * the dict, spaces, and '\n' as byte 127. */
 START_TEST(test_numpy_header_bytes) {
@@ -50,7 +33,7 @@ START_TEST(test_numpy_header_bytes) {
     char err[256];
     ck_assert_int_eq(npy_write(g_path, MOEQ_DTYPE_F32, 2, shape, data, err, sizeof err), 0);
     size_t n;
-    unsigned char *got = read_bytes(g_path, &n);
+    unsigned char *got = moeq_test_read_file(g_path, &n);
     static const char dict[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
     ck_assert_uint_eq(n, 128 + sizeof data);
     ck_assert_int_eq(memcmp(got, "\x93NUMPY\x01\x00v\x00", 10), 0);
@@ -64,13 +47,13 @@ START_TEST(test_numpy_header_bytes) {
     int64_t five = 5;
     int64_t v[5] = {0};
     ck_assert_int_eq(npy_write(g_path, MOEQ_DTYPE_I64, 1, &five, v, err, sizeof err), 0);
-    got = read_bytes(g_path, &n);
+    got = moeq_test_read_file(g_path, &n);
     ck_assert_ptr_nonnull(strstr((const char *)got + 10, "'shape': (5,), }"));
     ck_assert_int_eq(got[8], 118);
     free(got);
     double d = 2.5;
     ck_assert_int_eq(npy_write(g_path, MOEQ_DTYPE_F64, 0, NULL, &d, err, sizeof err), 0);
-    got = read_bytes(g_path, &n);
+    got = moeq_test_read_file(g_path, &n);
     /* As numpy writes np.float64(2.5): 66 bytes of header round up to 128. */
     static const char scalar[] = "{'descr': '<f8', 'fortran_order': False, 'shape': (), }";
     ck_assert_int_eq(memcmp(got + 10, scalar, strlen(scalar)), 0);
@@ -172,7 +155,7 @@ START_TEST(test_read_variants) {
         for (int32_t i = 0; i < cases[k].ndim; i++) elems *= (size_t)cases[k].shape[i];
         size_t nbytes = elems * moeq_dtype_size(cases[k].dtype), n;
         unsigned char *img = npy_image(cases[k].major, 0, cases[k].header, nbytes, &n);
-        write_bytes(g_path, img, n);
+        moeq_test_write_file(g_path, img, n);
         npy_array a;
         ck_assert_msg(npy_read(g_path, &a, err, sizeof err) == 0, "case %zu: %s", k, err);
         ck_assert_int_eq(a.dtype, cases[k].dtype);
@@ -257,7 +240,7 @@ START_TEST(test_bad_files) {
     for (size_t k = 0; k < sizeof k_bad / sizeof k_bad[0]; k++) {
         size_t n;
         unsigned char *img = bad_image(&k_bad[k], &n);
-        write_bytes(g_path, img, n);
+        moeq_test_write_file(g_path, img, n);
         free(img);
         npy_array a;
         err[0] = '\0';
@@ -270,13 +253,13 @@ START_TEST(test_bad_files) {
     }
     /* Header lengths that run past the file or past any sane size. */
     static const unsigned char long_v1[] = "\x93NUMPY\x01\x00\xf4\x01{}";
-    write_bytes(g_path, long_v1, sizeof long_v1 - 1);
+    moeq_test_write_file(g_path, long_v1, sizeof long_v1 - 1);
     npy_array a;
     ck_assert_int_eq(npy_read(g_path, &a, err, sizeof err), -1);
     ck_assert_ptr_nonnull(
         strstr(err, "header length 500 runs past the end of the file (12 bytes)"));
     static const unsigned char huge_v2[] = "\x93NUMPY\x02\x00\xff\xff\xff\xff{}";
-    write_bytes(g_path, huge_v2, sizeof huge_v2 - 1);
+    moeq_test_write_file(g_path, huge_v2, sizeof huge_v2 - 1);
     ck_assert_int_eq(npy_read(g_path, &a, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "header length 4294967295 exceeds the limit"));
     /* No file, or a directory. */
@@ -298,7 +281,7 @@ START_TEST(test_truncated_files) {
     int64_t shape[2] = {2, 3};
     ck_assert_int_eq(npy_write(g_path, MOEQ_DTYPE_F32, 2, shape, data, err, sizeof err), 0);
     size_t n;
-    unsigned char *good = read_bytes(g_path, &n);
+    unsigned char *good = moeq_test_read_file(g_path, &n);
     const size_t n_bad = sizeof k_bad / sizeof k_bad[0];
     for (size_t k = 0; k <= n_bad; k++) {
         size_t len = n;
@@ -306,7 +289,7 @@ START_TEST(test_truncated_files) {
         /* Cutting the extra bytes off "trailing data" makes a good file. */
         bool trailing = k < n_bad && strcmp(k_bad[k].label, "trailing data") == 0;
         for (size_t cut = 0; cut < len; cut++) {
-            write_bytes(g_path, img, cut);
+            moeq_test_write_file(g_path, img, cut);
             npy_array a;
             if (npy_read(g_path, &a, err, sizeof err) == 0) {
                 ck_assert_msg(trailing && cut == len - 4, "case %zu cut at %zu reads", k, cut);

@@ -32,26 +32,6 @@ static const char *in_dir(const char *name, char *buf, size_t size) {
     return buf;
 }
 
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static unsigned char *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)len + 1);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return buf;
-}
-
 /* A .safetensors image: the 8-byte length `len_field`, the header bytes and
  * `data_len` bytes of data (i & 0xff). */
 static unsigned char *st_image(uint64_t len_field, const char *header, size_t header_size,
@@ -69,7 +49,7 @@ static unsigned char *st_image(uint64_t len_field, const char *header, size_t he
 static void write_st(const char *path, const char *header, size_t data_len) {
     size_t n;
     unsigned char *buf = st_image(strlen(header), header, strlen(header), data_len, &n);
-    write_bytes(path, buf, n);
+    moeq_test_write_file(path, buf, n);
     free(buf);
 }
 
@@ -174,7 +154,7 @@ START_TEST(test_writer_matches_safetensors_package) {
     moeq_error err;
     ck_assert_ok(moeq_safetensors_write(path, t, 4, "{\"format\": \"np\"}", &err), &err);
     size_t n;
-    unsigned char *got = read_bytes(path, &n);
+    unsigned char *got = moeq_test_read_file(path, &n);
     size_t hlen = strlen(want);
     size_t padded = (hlen + 7) / 8 * 8;
     ck_assert_uint_eq(n, 8 + padded + 39);
@@ -190,7 +170,7 @@ START_TEST(test_writer_matches_safetensors_package) {
 
     /* No tensors and no metadata: "{}" padded to 8 bytes, as the package does. */
     ck_assert_ok(moeq_safetensors_write(path, NULL, 0, NULL, &err), &err);
-    got = read_bytes(path, &n);
+    got = moeq_test_read_file(path, &n);
     ck_assert_uint_eq(n, 16);
     ck_assert_int_eq(memcmp(got, "\x08\0\0\0\0\0\0\0{}      ", 16), 0);
     free(got);
@@ -325,7 +305,7 @@ static void write_one(const char *name, const char *tensor, int32_t value) {
 
 static void write_text(const char *name, const char *text) {
     char path[128];
-    write_bytes(in_dir(name, path, sizeof path), text, strlen(text));
+    moeq_test_write_file(in_dir(name, path, sizeof path), text, strlen(text));
 }
 
 static int32_t value_of(const moeq_checkpoint *ck, const char *name) {
@@ -627,7 +607,7 @@ START_TEST(test_corrupt_files) {
         const corrupt_case *c = &k_corrupt[k];
         size_t n;
         unsigned char *img = corrupt_image(c, &n);
-        write_bytes(path, img, n);
+        moeq_test_write_file(path, img, n);
         free(img);
         moeq_checkpoint *ck = (moeq_checkpoint *)&ck;
         moeq_error err;
@@ -658,14 +638,14 @@ START_TEST(test_corrupt_files_truncated) {
             img = corrupt_image(&k_corrupt[k], &n);
         } else {
             img = st_image(strlen(good), good, strlen(good), 11, &n);
-            write_bytes(path, img, n);
+            moeq_test_write_file(path, img, n);
             moeq_checkpoint *ck;
             moeq_error err;
             ck_assert_ok(moeq_checkpoint_open(path, &ck, &err), &err);
             moeq_checkpoint_close(ck);
         }
         for (size_t len = 0; len < n; len++) {
-            write_bytes(path, img, len);
+            moeq_test_write_file(path, img, len);
             moeq_checkpoint *ck = (moeq_checkpoint *)&ck;
             moeq_error err;
             moeq_status rc = moeq_checkpoint_open(path, &ck, &err);
@@ -772,7 +752,7 @@ START_TEST(test_corrupt_indexes) {
         size_t n = strlen(c->index);
         for (size_t len = 0; len < n; len++) {
             char path[128];
-            write_bytes(in_dir("model.safetensors.index.json", path, sizeof path), c->index, len);
+            moeq_test_write_file(in_dir("model.safetensors.index.json", path, sizeof path), c->index, len);
             moeq_checkpoint *ck = (moeq_checkpoint *)&ck;
             moeq_error err;
             ck_assert_int_ne(moeq_checkpoint_open(index, &ck, &err), MOEQ_STATUS_OK);

@@ -73,6 +73,35 @@ static inline void moeq_test_rmtree(const char *dir) {
     rmdir(dir);
 }
 
+/* Writes n bytes to path (asserted). */
+static inline void moeq_test_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot create %s", path);
+    ck_assert_msg(fwrite(data, 1, n, f) == n, "short write to %s", path);
+    ck_assert_msg(fclose(f) == 0, "cannot close %s", path);
+}
+
+static inline void moeq_test_write_text(const char *path, const char *text) {
+    moeq_test_write_file(path, text, strlen(text));
+}
+
+/* The whole file (malloc'd, NUL-terminated after its *n bytes). */
+static inline unsigned char *moeq_test_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    ck_assert_int_ge(len, 0);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    unsigned char *buf = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    buf[len] = '\0';
+    *n = (size_t)len;
+    return buf;
+}
+
 #define MOEQ_TEST_MAIN(suite_fn)                                                       \
     int main(void) {                                                                    \
         SRunner *sr = srunner_create(suite_fn());                                       \

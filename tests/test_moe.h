@@ -17,6 +17,7 @@
 #ifndef MOEQ_TEST_MOE_H
 #define MOEQ_TEST_MOE_H
 
+#include "param_layout.h"
 #include "test_util.h"
 
 #include <stdbool.h>
@@ -71,10 +72,6 @@ static inline void moeq_test_put_float(int32_t dtype, float v, uint8_t *dst) {
     }
 }
 
-static inline bool moeq_test_is_w13(const moeq_param *p) {
-    return strncmp(p->name, "w13_", 4) == 0;
-}
-
 /* The checkpoint dtype and shape of one shard of parameter p (the loader's
  * rule; npu_w4a8_int8's weights take the logical [out, in] int4 matrix). */
 static inline int32_t moeq_test_ckpt_shape(const moeq_test_layer *tl, const moeq_param *p,
@@ -90,20 +87,7 @@ static inline int32_t moeq_test_ckpt_shape(const moeq_test_layer *tl, const moeq
         shape[1] = packed ? (in + 7) / 8 : in;
         return 2;
     }
-    if (p->layout == MOEQ_LAYOUT_PER_SHARD) return 0;
-    int32_t k = p->ndim - 1;
-    int64_t d[3] = {0, 0, 0};
-    for (int32_t i = 0; i < k && i < 3; i++) d[i] = p->shape[i + 1];
-    if (p->layout == MOEQ_LAYOUT_SHARDED && moeq_test_is_w13(p) && k >= 1) {
-        d[p->is_transposed && k == 2 ? 1 : 0] /= 2;
-    }
-    if (p->is_transposed && k == 2) {
-        int64_t t = d[0];
-        d[0] = d[1];
-        d[1] = t;
-    }
-    for (int32_t i = 0; i < k; i++) shape[i] = d[i];
-    return k;
+    return moeq_test_shard_shape(p, shape);
 }
 
 /* Builds the tensor of parameter `pi` for global expert `g`, shard `shard`

@@ -27,6 +27,7 @@
  * most inputs reach finalize and apply; records and raw fills bring the rest.
  */
 #include "fuzz_common.h"
+#include "../param_layout.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -161,10 +162,6 @@ static const char *suffix_of(const moeq_param *p) {
     return p->ckpt_suffix ? p->ckpt_suffix : "";
 }
 
-static int is_w13(const moeq_param *p) {
-    return strncmp(p->name, "w13_", 4) == 0;
-}
-
 /* The checkpoint shape of one shard of p (moe.c's rule, from the public
  * manifest); the npu_w4a8_int8 weights, which have their own loader, take
  * the logical [out, in] int4 matrix as I8 values or I32 words. */
@@ -178,20 +175,7 @@ static int32_t ckpt_shape(const state *s, const moeq_param *p, int shard, int32_
         shape[1] = dtype == MOEQ_DTYPE_I32 ? (in + 7) / 8 : in;
         return 2;
     }
-    if (p->layout == MOEQ_LAYOUT_PER_SHARD) return 0;
-    int32_t k = p->ndim - 1;
-    int64_t d[3] = {0, 0, 0};
-    for (int32_t i = 0; i < k && i < 3; i++) d[i] = p->shape[i + 1];
-    if (p->layout == MOEQ_LAYOUT_SHARDED && is_w13(p) && k >= 1) {
-        d[p->is_transposed && k == 2 ? 1 : 0] /= 2;
-    }
-    if (p->is_transposed && k == 2) {
-        int64_t t = d[0];
-        d[0] = d[1];
-        d[1] = t;
-    }
-    for (int32_t i = 0; i < k; i++) shape[i] = d[i];
-    return k;
+    return moeq_test_shard_shape(p, shape);
 }
 
 static void put_float(int32_t dtype, float v, uint8_t *dst) {
@@ -330,8 +314,8 @@ static moeq_status load_guided(state *s, fz_reader *r, uint32_t pi, int32_t g, i
     if (moeq_moe_param(s->layer, pi, &p) != MOEQ_STATUS_OK || p.layout == MOEQ_LAYOUT_DERIVED) {
         return MOEQ_STATUS_OK;
     }
-    if (!is_w13(&p)) shard = 2;
-    if (is_w13(&p) && shard == 2) shard = dtype_pick & 1;
+    if (!moeq_test_is_w13(&p)) shard = 2;
+    if (moeq_test_is_w13(&p) && shard == 2) shard = dtype_pick & 1;
     int32_t dtype = p.dtype;
     bool fl = dtype == MOEQ_DTYPE_F32 || dtype == MOEQ_DTYPE_F16 || dtype == MOEQ_DTYPE_BF16;
     if (fl) {
@@ -500,7 +484,7 @@ static void fill_missing(state *s, fz_reader *r, int raw) {
             int32_t g = s->local_to_global[e];
             /* Sane fills read nothing from the input: it is kept for apply. */
             fz_reader *src = raw ? r : NULL;
-            if (is_w13(&p)) {
+            if (moeq_test_is_w13(&p)) {
                 load_guided(s, src, pi, g, 0, 0, 0, raw);
                 load_guided(s, src, pi, g, 1, 1, 0, raw);
             } else {

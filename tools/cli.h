@@ -35,6 +35,9 @@ int cli_parse_platform(const char *cmd, const char *text, int32_t *platform);
 void cli_json_string(FILE *f, const char *s);
 /* Prints "moeq: <status name>: <message>" to stderr. */
 void cli_print_error(const char *what, const moeq_error *err);
+/* moeq_config_load(path) with its warnings printed to stderr; on failure the
+ * error is printed and NULL returned. */
+moeq_config *cli_load_config(const char *path);
 
 /* The quantization_config compiled into the tool (GLM-5.3 int4/int8 mix). */
 extern const unsigned char moeq_demo_glm_config[];

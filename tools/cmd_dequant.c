@@ -61,10 +61,7 @@ int cmd_dequant(int argc, char **argv) {
     moeq_checkpoint *ckpt = NULL;
     float *data = NULL;
     int rc = CLI_FAILED;
-    if (moeq_config_load(pos[0], NULL, &cfg, &err) != MOEQ_OK) {
-        cli_print_error(pos[0], &err);
-        return CLI_USAGE;
-    }
+    if (!(cfg = cli_load_config(pos[0]))) return CLI_USAGE;
     if (moeq_checkpoint_open(pos[1], &ckpt, &err) != MOEQ_OK) {
         cli_print_error(pos[1], &err);
         rc = CLI_USAGE;

@@ -65,13 +65,7 @@ int cmd_inspect(int argc, char **argv) {
     }
     moeq_error err;
     moeq_config *cfg = NULL;
-    if (moeq_config_load(dir, NULL, &cfg, &err) != MOEQ_OK) {
-        cli_print_error(dir, &err);
-        return CLI_USAGE;
-    }
-    for (uint32_t i = 0; i < moeq_config_warning_count(cfg); i++) {
-        fprintf(stderr, "moeq: warning: %s\n", moeq_config_warning(cfg, i));
-    }
+    if (!(cfg = cli_load_config(dir))) return CLI_USAGE;
     moeq_checkpoint *ckpt = NULL;
     if (moeq_checkpoint_open(dir, &ckpt, &err) != MOEQ_OK) {
         cli_print_error(dir, &err);

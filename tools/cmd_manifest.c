@@ -180,11 +180,8 @@ int cmd_manifest(int argc, char **argv) {
     }
 
     moeq_error err;
-    moeq_config *cfg = NULL;
-    if (moeq_config_load(config_path, NULL, &cfg, &err) != MOEQ_OK) {
-        cli_print_error(config_path, &err);
-        return CLI_USAGE;
-    }
+    moeq_config *cfg = cli_load_config(config_path);
+    if (!cfg) return CLI_USAGE;
     struct {
         long *value;
         const char *const *keys;

@@ -109,14 +109,8 @@ int cmd_plan(int argc, char **argv) {
         return CLI_USAGE;
     }
     moeq_error err;
-    moeq_config *cfg = NULL;
-    if (moeq_config_load(config_path, NULL, &cfg, &err) != MOEQ_OK) {
-        cli_print_error(config_path, &err);
-        return CLI_USAGE;
-    }
-    for (uint32_t i = 0; i < moeq_config_warning_count(cfg); i++) {
-        fprintf(stderr, "moeq: warning: %s\n", moeq_config_warning(cfg, i));
-    }
+    moeq_config *cfg = cli_load_config(config_path);
+    if (!cfg) return CLI_USAGE;
     if (!layers_path) {
         int rc = plan_groups(cfg, &so, json);
         moeq_config_destroy(cfg);

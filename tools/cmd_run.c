@@ -233,10 +233,7 @@ int cmd_run(int argc, char **argv) {
     float *x = NULL, *logits = NULL, *weights = NULL, *out = NULL;
     int32_t *ids = NULL;
     double *ref = NULL;
-    if (moeq_config_load(dir, NULL, &cfg, &err) != MOEQ_OK) {
-        cli_print_error(dir, &err);
-        return CLI_USAGE;
-    }
+    if (!(cfg = cli_load_config(dir))) return CLI_USAGE;
     if (moeq_checkpoint_open(dir, &ck, &err) != MOEQ_OK) {
         cli_print_error(dir, &err);
         rc = CLI_USAGE;

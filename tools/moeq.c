@@ -142,6 +142,19 @@ void cli_print_error(const char *what, const moeq_error *err) {
     }
 }
 
+moeq_config *cli_load_config(const char *path) {
+    moeq_error err;
+    moeq_config *cfg = NULL;
+    if (moeq_config_load(path, NULL, &cfg, &err) != MOEQ_OK) {
+        cli_print_error(path, &err);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < moeq_config_warning_count(cfg); i++) {
+        fprintf(stderr, "moeq: warning: %s\n", moeq_config_warning(cfg, i));
+    }
+    return cfg;
+}
+
 void cli_glm_layer_lines(cli_buf *out, int moe_lines) {
     static const char *const attn[] = {"q_a_proj",  "q_b_proj", "kv_a_proj_with_mqa",
                                        "kv_b_proj", "o_proj",   "indexer.wq_b",

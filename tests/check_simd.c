@@ -33,7 +33,13 @@ static uint32_t bits(float f) {
 
 static const moeq__kern *simd(void) {
     const moeq__kern *k = moeq__kern_best(false);
-    return k == &moeq__kern_portable ? NULL : k;
+    if (k != &moeq__kern_portable) return k;
+    static int said;
+    if (!said++) {
+        fprintf(stderr, "check_simd: no SIMD kernel table on this CPU or build; "
+                        "the SIMD-versus-portable cases check nothing\n");
+    }
+    return NULL;
 }
 
 /* ---- weights of every kind ---------------------------------------------------- */

@@ -406,22 +406,25 @@ static void step_items(void *arg, int tid, int nt) {
     }
 }
 
-/* Which down-projection input rows are bad, and (per-tensor kinds) the amax
- * of the others. */
-static void step_check_a(void *arg, int tid, int nt) {
+/* Row r of the down-projection inputs is bad: its token is, or the row is
+ * not finite (checked before quantization, which could make it finite). */
+static bool check_row_a(fast *f, size_t r) {
+    f->row_bad[r] = f->bad[(size_t)f->order[r] / f->k] || !all_finite(f->A + r * f->I, f->I);
+    return f->row_bad[r];
+}
+
+/* Per-tensor kinds: the bad rows, and the amax of the others (the scale
+ * every row is then quantized with). */
+static void step_amax_a(void *arg, int tid, int nt) {
     fast *f = arg;
     (void)nt;
     size_t a, b;
     float am = 0.0f;
-    bool want_amax = tensor_kind(f->l->act_kind);
     while (next_range(f, f->rows, &a, &b))
         for (size_t r = a; r < b; r++) {
-            const float *row = f->A + r * f->I;
-            f->row_bad[r] = f->bad[(size_t)f->order[r] / f->k] || !all_finite(row, f->I);
-            if (want_amax && !f->row_bad[r]) {
-                float m = f->K->amax(row, f->I);
-                am = m > am ? m : am;
-            }
+            if (check_row_a(f, r)) continue;
+            float m = f->K->amax(f->A + r * f->I, f->I);
+            am = m > am ? m : am;
         }
     f->partial[tid] = am;
 }
@@ -433,7 +436,8 @@ static void step_quant_a(void *arg, int tid, int nt) {
     size_t a, b;
     while (next_range(f, f->rows, &a, &b))
         for (size_t r = a; r < b; r++) {
-            if (f->row_bad[r]) continue;
+            /* per-tensor kinds found their bad rows in step_amax_a */
+            if (tensor_kind(f->l->act_kind) ? f->row_bad[r] : check_row_a(f, r)) continue;
             const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
             qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
         }
@@ -658,10 +662,9 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         PROF("gemm1");
         /* the down inputs' quantization */
         if (l->act_kind != MOEQ__ACT_NONE) {
-            /* quantization could turn a non-finite row finite: find those first */
             size_t work = f.rows * f.I;
-            run(pool, step_check_a, &f, work);
             if (tensor_kind(l->act_kind)) {
+                run(pool, step_amax_a, &f, work);
                 float am = 0;
                 for (int i = 0; i < nt; i++) {
                     am = f.partial[i] > am ? f.partial[i] : am;

@@ -329,12 +329,7 @@ static moeq_moe *build_layer(const scheme_def *s, moeq_config **cfg_out) {
         exit(1);
     }
     moeq_moe_config mc;
-    memset(&mc, 0, sizeof mc);
-    mc.scheme = sel.scheme;
-    mc.weights = res.weights;
-    mc.input_activations = res.input_activations;
-    mc.format = res.format;
-    mc.dequant_flags = moeq_config_dequant_flags(cfg);
+    if (moeq_moe_config_init(&mc, cfg, &res, &sel, &err) != MOEQ_OK) die("config", &err);
     mc.num_experts = g_E;
     mc.hidden_size = g_H;
     mc.intermediate_size = g_I;

@@ -206,6 +206,25 @@ static moeq_status build_expert_map(moeq_moe *l, const moeq_moe_config *c, moeq_
     return MOEQ_STATUS_OK;
 }
 
+moeq_status moeq_moe_config_init(moeq_moe_config *out, const moeq_config *cfg,
+                                 const moeq_resolution *res, const moeq_selection *sel,
+                                 moeq_error *err) {
+    if (!out || !cfg || !res || !sel) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "moeq_moe_config_init: %s is NULL",
+                           !out   ? "out"
+                           : !cfg ? "cfg"
+                           : !res ? "res"
+                                  : "sel");
+    }
+    memset(out, 0, sizeof *out);
+    out->scheme = sel->scheme;
+    out->weights = res->weights;
+    out->input_activations = res->input_activations;
+    out->format = res->format;
+    out->dequant_flags = moeq_config_dequant_flags(cfg);
+    return MOEQ_STATUS_OK;
+}
+
 moeq_status moeq_moe_create(const moeq_moe_config *cfg, moeq_moe **out, moeq_error *err) {
     if (out) *out = NULL;
     if (!cfg || !out) {
@@ -723,8 +742,8 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
     size_t count = 1;
     for (int32_t i = 0; i < t->ndim; i++) {
         if (t->shape[i] < 0) {
-            return moeq__error(err, MOEQ_STATUS_SHAPE, "tensor \"%s\": shape[%d] is %lld",
-                               name, (int)i, (long long)t->shape[i]);
+            return moeq__error(err, MOEQ_STATUS_SHAPE, "tensor \"%s\": shape[%d] is %lld", name,
+                               (int)i, (long long)t->shape[i]);
         }
         if (!moeq__mul_size(count, (size_t)t->shape[i], &count)) {
             return moeq__error(err, MOEQ_STATUS_SHAPE,

@@ -252,12 +252,7 @@ START_TEST(test_run_layer) {
     ck_assert_ok(moeq_resolve_moe(cfg, layer, E, NULL, NULL, &res, &err), &err);
     ck_assert_ok(moeq_select(&res, layer, NULL, &sel, &err), &err);
     moeq_moe_config mc;
-    memset(&mc, 0, sizeof mc);
-    mc.scheme = sel.scheme;
-    mc.weights = res.weights;
-    mc.input_activations = res.input_activations;
-    mc.format = res.format;
-    mc.dequant_flags = moeq_config_dequant_flags(cfg);
+    ck_assert_ok(moeq_moe_config_init(&mc, cfg, &res, &sel, &err), &err);
     mc.prefix = layer;
     mc.num_experts = E;
     mc.hidden_size = H;

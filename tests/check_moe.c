@@ -553,9 +553,8 @@ START_TEST(test_fast_vs_reference) {
         double ref_d[TB * H];
         for (int i = 0; i < n * H; i++) ref_d[i] = y_ref[i];
         double e = rel_error(y[0], ref_d, (size_t)(n * H));
-        ck_assert_ok(moeq_moe_apply_reference(b.layer, MOEQ_DTYPE_F32, xb, n, K, ids, wts, y64,
-                                              &err),
-                     &err);
+        ck_assert_ok(
+            moeq_moe_apply_reference(b.layer, MOEQ_DTYPE_F32, xb, n, K, ids, wts, y64, &err), &err);
         double e64 = rel_error(y[0], y64, (size_t)(n * H));
         if (ti == sizeof tokens / sizeof tokens[0] - 1) {
             printf("%-15s %-22s fast vs reference forward %.2e, vs float64 %.2e (%d tokens)\n",
@@ -632,7 +631,8 @@ START_TEST(test_odd_sizes) {
             }
         } else if (strstr(p->name, "scale") || strstr(p->name, "bias")) {
             for (size_t j = 0; j < count; j++) {
-                float f = strstr(p->name, "bias") ? 0.1f * gauss() : (float)(0.01 + 0.02 * uniform());
+                float f =
+                    strstr(p->name, "bias") ? 0.1f * gauss() : (float)(0.01 + 0.02 * uniform());
                 if (p->pub.dtype == MOEQ_DTYPE_F32) {
                     memcpy(d + 4 * j, &f, 4);
                 } else {
@@ -670,15 +670,15 @@ START_TEST(test_odd_sizes) {
     ck_assert_ok(moeq_ctx_create(&o1, &c1, &err), &err);
     ck_assert_ok(moeq_ctx_create(&o3, &c3, &err), &err);
     ck_assert_ok(moeq_ctx_create(&orf, &cr, &err), &err);
-    ck_assert_ok(moeq_moe_apply(layer, c1, MOEQ_DTYPE_F32, x, TO, K, ids, wts, MOEQ_DTYPE_F32, y1,
-                                &err),
-                 &err);
-    ck_assert_ok(moeq_moe_apply(layer, c3, MOEQ_DTYPE_F32, x, TO, K, ids, wts, MOEQ_DTYPE_F32, y3,
-                                &err),
-                 &err);
-    ck_assert_ok(moeq_moe_apply(layer, cr, MOEQ_DTYPE_F32, x, TO, K, ids, wts, MOEQ_DTYPE_F32, yr,
-                                &err),
-                 &err);
+    ck_assert_ok(
+        moeq_moe_apply(layer, c1, MOEQ_DTYPE_F32, x, TO, K, ids, wts, MOEQ_DTYPE_F32, y1, &err),
+        &err);
+    ck_assert_ok(
+        moeq_moe_apply(layer, c3, MOEQ_DTYPE_F32, x, TO, K, ids, wts, MOEQ_DTYPE_F32, y3, &err),
+        &err);
+    ck_assert_ok(
+        moeq_moe_apply(layer, cr, MOEQ_DTYPE_F32, x, TO, K, ids, wts, MOEQ_DTYPE_F32, yr, &err),
+        &err);
     ck_assert_ok(moeq_moe_apply_reference(layer, MOEQ_DTYPE_F32, x, TO, K, ids, wts, y64, &err),
                  &err);
     ck_assert(memcmp(y1, y3, sizeof(float) * TO * H2) == 0);
@@ -942,6 +942,42 @@ START_TEST(test_activation_variants) {
 }
 END_TEST
 
+/* moeq_moe_config_init takes what a resolution and selection decide, and the
+ * config's dequant flags (here: an older writer's packing). */
+START_TEST(test_config_init) {
+    static const char *json =
+        "{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", "
+        "\"version\": \"0.9.0\", \"config_groups\": {\"g\": {\"targets\": [\"Linear\"], "
+        "\"weights\": {\"num_bits\": 4, \"strategy\": \"group\", \"group_size\": 32}}}}";
+    moeq_error err;
+    moeq_config *cfg = NULL;
+    ck_assert_ok(moeq_config_parse(json, strlen(json), NULL, &cfg, &err), &err);
+    moeq_resolution res;
+    moeq_selection sel;
+    ck_assert_ok(moeq_resolve_moe(cfg, "model.layers.0.mlp.experts", 4, NULL, NULL, &res, &err),
+                 &err);
+    ck_assert_ok(moeq_select(&res, NULL, NULL, &sel, &err), &err);
+    moeq_moe_config mc;
+    memset(&mc, 0x5A, sizeof mc);
+    ck_assert_ok(moeq_moe_config_init(&mc, cfg, &res, &sel, &err), &err);
+    ck_assert_int_eq(mc.scheme, sel.scheme);
+    ck_assert_str_eq(moeq_scheme_name(mc.scheme), "wna16");
+    ck_assert_ptr_eq(mc.weights, res.weights);
+    ck_assert_ptr_null(mc.input_activations);
+    ck_assert_int_eq(mc.format, MOEQ_FORMAT_PACK_QUANTIZED);
+    ck_assert_uint_eq(mc.dequant_flags, MOEQ_DEQUANT_LEGACY_PACKING);
+    ck_assert_ptr_null(mc.prefix);
+    ck_assert_int_eq(mc.num_experts, 0);
+    ck_assert(mc.routed_scaling_factor == 0.0f);
+    ck_assert_status(moeq_moe_config_init(&mc, cfg, NULL, &sel, &err), MOEQ_STATUS_INVALID_ARG,
+                     &err);
+    ck_assert_ptr_nonnull(strstr(err.message, "res is NULL"));
+    ck_assert_status(moeq_moe_config_init(NULL, cfg, &res, &sel, &err), MOEQ_STATUS_INVALID_ARG,
+                     &err);
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
 static Suite *moe_suite(void) {
     Suite *s = suite_create("moe");
     TCase *tc = tcase_create("core");
@@ -957,6 +993,7 @@ static Suite *moe_suite(void) {
     tcase_add_test(tc, test_io_dtypes);
     tcase_add_loop_test(tc, test_activation_variants, 0, 6);
     tcase_add_test(tc, test_forward_options);
+    tcase_add_test(tc, test_config_init);
     suite_add_tcase(s, tc);
     return s;
 }

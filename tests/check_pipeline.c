@@ -92,12 +92,7 @@ START_TEST(test_preset_pipeline) {
             continue;
         }
         moeq_moe_config mc;
-        memset(&mc, 0, sizeof mc);
-        mc.scheme = sel.scheme;
-        mc.weights = res.weights;
-        mc.input_activations = res.input_activations;
-        mc.format = res.format;
-        mc.dequant_flags = moeq_config_dequant_flags(cfg);
+        ck_assert_ok(moeq_moe_config_init(&mc, cfg, &res, &sel, &err), &err);
         mc.prefix = prefix;
         mc.num_experts = E;
         mc.hidden_size = H;

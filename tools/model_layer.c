@@ -43,11 +43,10 @@ int cli_moe_layer_setup(const moeq_config *cfg, const char *layer, const char *c
     const char *act = moeq_config_model_string(cfg, "hidden_act");
     const char *dtype = moeq_config_model_string(cfg, "torch_dtype");
     moeq_moe_config *mc = &out->mc;
-    mc->scheme = out->sel.scheme;
-    mc->weights = out->res.weights;
-    mc->input_activations = out->res.input_activations;
-    mc->format = out->res.format;
-    mc->dequant_flags = moeq_config_dequant_flags(cfg);
+    if (moeq_moe_config_init(mc, cfg, &out->res, &out->sel, &err) != MOEQ_OK) {
+        cli_print_error(layer, &err);
+        return CLI_FAILED;
+    }
     mc->prefix = layer;
     mc->proj_names = out->proj;
     mc->num_experts = experts;

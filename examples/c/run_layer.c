@@ -51,12 +51,8 @@ int main(int argc, char **argv) {
     printf("%s -> %s\n", prefix, sel.reason);
 
     /* 3. Create the layer, load its experts, finalize. */
-    moeq_moe_config mc = {0};
-    mc.scheme = sel.scheme;
-    mc.weights = res.weights;
-    mc.input_activations = res.input_activations;
-    mc.format = res.format;
-    mc.dequant_flags = moeq_config_dequant_flags(cfg);
+    moeq_moe_config mc;
+    CHECK(moeq_moe_config_init(&mc, cfg, &res, &sel, &err));
     mc.prefix = prefix;
     mc.num_experts = E;
     mc.hidden_size = H;

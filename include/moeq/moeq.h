@@ -1014,6 +1014,16 @@ typedef struct moeq_moe_config {
                                              (needs top_k == 1) instead of after */
 } moeq_moe_config;
 
+/* Starts a layer config from a resolution and the selection made for it:
+ * zeroes *out, then sets scheme, weights, input_activations, format and
+ * dequant_flags (of `cfg`, the config `res` came from; the flags decide how
+ * older checkpoints' packing is read).  Set the dimensions and options next.
+ * `res` must outlive the moeq_moe_create call (out points at its args).
+ * @return OK, INVALID_ARG (a NULL argument). */
+MOEQ_API moeq_status moeq_moe_config_init(moeq_moe_config *out, const moeq_config *cfg,
+                                          const moeq_resolution *res,
+                                          const moeq_selection *sel, moeq_error *err);
+
 /* Creates a layer and its parameter manifest (the checkpoint still has to be
  * loaded).  Validates the config against the scheme (divisibility of the
  * dimensions by group, block and pack sizes, args the scheme cannot run).

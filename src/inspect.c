@@ -845,7 +845,7 @@ static moeq_status validate(inspect *in, const acct *a, const moeq_tensor *const
         return MOEQ_STATUS_OK;
     }
     if (st == MOEQ_STATUS_NOMEM) return nomem(in);
-    return add_issue(in, &in->errors, a->m->name, a->m->len, NULL, st, "%s", e.message);
+    return add_issue(in, &in->errors, a->m->name, a->m->len, NULL, (int32_t)st, "%s", e.message);
 }
 
 static moeq_status account_module(inspect *in, const imod *m, const moeq_resolution *r) {

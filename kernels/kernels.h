@@ -409,6 +409,11 @@ void moeq__matmul_dequant_ref(const moeq__qweight *w, const float *x, size_t m,
  *        nibble, column 4j + (q >> 3), row 8 * (q & 1) + ((q >> 1) & 3) +
  *        4 * (i >> 4), and in its high nibble the same row at column
  *        4j + 2 + (q >> 3) (the order the AVX2 decode produces);
+ *   I4   (4-bit integer codes whose scales are all >= 2^-114,
+ *        stored as n = q + 8 in 0..15): 64-byte chunks of 8 columns; the
+ *        little-endian 32-bit word 8 * (r >> 3) + (r & 7) of the chunk of
+ *        columns 8j..8j+7 (row r) holds column 8j + i in bits 4i..4i+3 (the
+ *        SIMD decode masks a nibble and converts the integer, no table);
  *   I8, E4M3 (one byte per code): 16 bytes per column, row r at byte r.
  * Scales: one per (row, group of gsize columns), stored [block][group][16] in
  * the narrowest form that holds every value exactly (scale_kind).
@@ -419,7 +424,12 @@ void moeq__matmul_dequant_ref(const moeq__qweight *w, const float *x, size_t m,
 #define MOEQ__PK_ROWS 16
 #define MOEQ__PK_KALIGN 8 /* cols and gsize are multiples of this */
 
-typedef enum moeq__pk_code { MOEQ__PK_NIB = 0, MOEQ__PK_I8 = 1, MOEQ__PK_E4M3 = 2 } moeq__pk_code;
+typedef enum moeq__pk_code {
+    MOEQ__PK_NIB = 0,
+    MOEQ__PK_I8 = 1,
+    MOEQ__PK_E4M3 = 2,
+    MOEQ__PK_I4 = 3
+} moeq__pk_code;
 typedef enum moeq__pk_scale {
     MOEQ__PS_F32 = 0,
     MOEQ__PS_F16 = 1,
@@ -484,9 +494,19 @@ typedef struct moeq__kern {
      * interleaved chains (4 for M = 1, 2 for M = 2, else 1) added pairwise,
      * then total = fma(partial, ks, total).  E4M3_DIV scales enter undivided
      * (e4m3(b) * 2^-8 * scale_mul) and the totals are divided once by
-     * gdiv * 2^-8 at the end.  Bit-identical across tables. */
+     * gdiv * 2^-8 at the end.  I4 codes: x[m] is a row made by i4_prep, the
+     * chains sum (n * 2^(4i)) * xp[k] with the stored n = kv + 8 and
+     * i = k % 4, which is n * x[k] exactly (unless x[k] * 2^-12 is
+     * subnormal), and a group's partial is then partial - 8 * S_g.
+     * Bit-identical across tables. */
     void (*gemv)(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
                  size_t ldy);
+    /* The row an I4 gemv reads for one token x[cols] (gsize: the weight's scale
+     * group, cols a multiple of it, both multiples of 8): out[k] = x[k] *
+     * 2^(-4 (k % 4)) for k < cols, then out[cols + g] = S_g, the sum of the
+     * x[k] of group g in 8 lanes (k % 8, in k order) added as
+     * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).  Bit-identical across tables. */
+    void (*i4_prep)(const float *x, size_t cols, size_t gsize, float *out);
     /* C[m*ldc + r] = (accumulate ? C : 0) + sum_{k < nk} x[m][k] * P[k*16 + r],
      * each element one fused multiply-add chain in k order; M <= 6. */
     void (*tile)(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,

@@ -27,7 +27,8 @@
  *
  * Projections use, per block of 16 output rows: for packed weights and up to
  * MOEQ__GEMV_MAX rows of an expert, the gemv kernel (codes decoded in
- * registers, once); for more rows, the weights of a 16 x KB panel are
+ * registers, once; for I4 codes it reads rows i4_prep makes once per work
+ * item); for more rows, the weights of a 16 x KB panel are
  * dequantized to f32 once and the tile kernel runs up to 6 rows at a time
  * over it; projections that could not be packed are dequantized by
  * moeq__dequant_ref into the same panels.
@@ -104,6 +105,7 @@ typedef struct tscratch {
     float *Cg;              /* [mmax, 16] */
     float *Cu;              /* [mmax, 16] */
     const float **xr, **xo; /* [mmax] */
+    float *xp;              /* [2][MOEQ__GEMV_MAX][maxk + maxk / 8]: rows made by i4_prep */
     float *ybuf;            /* [H] */
     void *codes;            /* activation codes for the reference quantizers */
     float *scales;
@@ -113,11 +115,17 @@ static size_t up64(size_t n) {
     return (n + 63) & ~(size_t)63;
 }
 
+/* Floats of one prepared row: the columns, then at most one sum per 8 of them. */
+static size_t xp_stride(const fast *f) {
+    return f->maxk + f->maxk / 8;
+}
+
 static size_t tscratch_size(const fast *f) {
     size_t maxk = f->maxk;
     return up64(KB * 16 * sizeof(float)) +
            (f->l->all_packed ? 0 : up64(16 * maxk * sizeof(float))) +
            2 * up64(f->mmax * 16 * sizeof(float)) + 2 * up64(f->mmax * sizeof(float *)) +
+           up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float)) +
            up64(f->H * sizeof(float)) + up64(moeq__act_codes_bound(1, maxk)) +
            up64((maxk + 2) * sizeof(float));
 }
@@ -140,6 +148,8 @@ static tscratch tscratch_get(const fast *f, int tid) {
     p += up64(f->mmax * sizeof(float *));
     t.xo = (const float **)(void *)p;
     p += up64(f->mmax * sizeof(float *));
+    t.xp = (float *)(void *)p;
+    p += up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float));
     t.ybuf = (float *)(void *)p;
     p += up64(f->H * sizeof(float));
     t.codes = p;
@@ -226,19 +236,36 @@ static float tensor_scale(int32_t kind, float amax) {
 static void prefetch_cols(const moeq__packed *pk, size_t b, size_t k0, size_t nk) {
     if (b >= pk->blocks || k0 >= pk->cols) return;
     if (k0 + nk > pk->cols) nk = pk->cols - k0;
-    size_t per = pk->code == MOEQ__PK_NIB ? 8 : 16;
+    size_t per = pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4 ? 8 : 16;
     const uint8_t *p = pk->codes + b * pk->blk_code_bytes + k0 * per;
     for (size_t o = 0; o < nk * per; o += 64) __builtin_prefetch(p + o, 0, 2);
 }
 
-/* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything). */
+/* The rows the gemv kernel reads for pj: xr itself, or for I4 codes the rows
+ * i4_prep makes of them, in buf (slot 0 or 1 of the thread's xp), pointed to
+ * by out.  Made once per work item, they serve all its blocks. */
+static const float *const *gemv_rows(const fast *f, const tscratch *t, const moeq__proj *pj,
+                                     size_t M, const float *const *xr, int slot,
+                                     const float **out) {
+    const moeq__packed *pk = &pj->pk;
+    if (pj->w.kind != MOEQ__QW_PACKED || pk->code != MOEQ__PK_I4 || M > MOEQ__GEMV_MAX) return xr;
+    float *buf = t->xp + (size_t)slot * MOEQ__GEMV_MAX * xp_stride(f);
+    for (size_t m = 0; m < M; m++) {
+        f->K->i4_prep(xr[m], pk->cols, pk->gsize, buf + m * xp_stride(f));
+        out[m] = buf + m * xp_stride(f);
+    }
+    return out;
+}
+
+/* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything);
+ * xg: the rows for the gemv kernel (gemv_rows). */
 static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t M,
-                       const float *const *xr, float *C) {
+                       const float *const *xr, const float *const *xg, float *C) {
     const moeq__kern *K = f->K;
     const moeq__qweight *w = &pj->w;
     const size_t cols = w->cols;
     if (w->kind == MOEQ__QW_PACKED && M <= MOEQ__GEMV_MAX) {
-        K->gemv(&pj->pk, b, M, xr, C, 16);
+        K->gemv(&pj->pk, b, M, xg, C, 16);
         return;
     }
     if (w->kind != MOEQ__QW_PACKED) {
@@ -344,6 +371,12 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
         t->xr[m] = f->per_row_x ? f->X + r * f->H : f->xf + ((size_t)f->order[r] / f->k) * f->H;
     }
     const moeq__proj *pg = &l->projs[it->e * 3 + MOEQ__GATE], *pu = &l->projs[it->e * 3 + MOEQ__UP];
+    const float *rows_g[MOEQ__GEMV_MAX], *rows_u[MOEQ__GEMV_MAX];
+    const float *const *xg = gemv_rows(f, t, pg, M, t->xr, 0, rows_g);
+    const float *const *xu = xg;
+    if (pu->pk.code != pg->pk.code || pu->pk.gsize != pg->pk.gsize || pu->w.kind != pg->w.kind) {
+        xu = gemv_rows(f, t, pu, M, t->xr, 1, rows_u);
+    }
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
         if (M > MOEQ__GEMV_MAX && l->all_packed) {
             /* up's block comes next; the following blocks soon after, here or
@@ -352,8 +385,8 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
             prefetch_cols(&pg->pk, (size_t)b + 1, 0, 2 * KB);
             prefetch_cols(&pu->pk, (size_t)b + 1, 0, 2 * KB);
         }
-        proj_block(f, t, pg, (size_t)b, M, t->xr, t->Cg);
-        proj_block(f, t, pu, (size_t)b, M, t->xr, t->Cu);
+        proj_block(f, t, pg, (size_t)b, M, t->xr, xg, t->Cg);
+        proj_block(f, t, pu, (size_t)b, M, t->xr, xu, t->Cu);
         size_t j0 = (size_t)b * 16, nj = f->I - j0 < 16 ? f->I - j0 : 16;
         for (size_t m = 0; m < M; m++) {
             float *g = t->Cg + m * 16, *u = t->Cu + m * 16;
@@ -378,9 +411,11 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     size_t r0 = (size_t)f->starts[it->e], M = (size_t)f->starts[it->e + 1] - r0;
     for (size_t m = 0; m < M; m++) t->xr[m] = f->A + (r0 + m) * f->I;
     const moeq__proj *pd = &l->projs[it->e * 3 + MOEQ__DOWN];
+    const float *rows[MOEQ__GEMV_MAX];
+    const float *const *xg = gemv_rows(f, t, pd, M, t->xr, 0, rows);
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
         if (M > MOEQ__GEMV_MAX && l->all_packed) prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB);
-        proj_block(f, t, pd, (size_t)b, M, t->xr, t->Cg);
+        proj_block(f, t, pd, (size_t)b, M, t->xr, xg, t->Cg);
         size_t h0 = (size_t)b * 16, nh = f->H - h0 < 16 ? f->H - h0 : 16;
         for (size_t m = 0; m < M; m++) {
             float *y = f->Y + (r0 + m) * f->H + h0;

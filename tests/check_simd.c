@@ -143,21 +143,26 @@ static void free_weight(src_weight *s) {
 
 typedef struct kind_case {
     int kind, bits, sk, expect_code;
+    float odd_scale; /* nonzero bits: one scale set to this (<= 0 or tiny: int4 keeps NIB) */
 } kind_case;
 
 static const kind_case k_kinds[] = {
-    {MOEQ__QW_INT_PACKED, 4, SK_BF16, MOEQ__PK_NIB},
-    {MOEQ__QW_INT_PACKED, 4, SK_F32, MOEQ__PK_NIB},
-    {MOEQ__QW_INT_PACKED, 3, SK_F16, MOEQ__PK_NIB},
-    {MOEQ__QW_INT_PACKED, 8, SK_F32, MOEQ__PK_I8},
-    {MOEQ__QW_INT_PACKED, 6, SK_BF16, MOEQ__PK_I8},
-    {MOEQ__QW_INT4_NIBBLES, 4, SK_F32, MOEQ__PK_NIB},
-    {MOEQ__QW_E2M1, 4, SK_E8M0, MOEQ__PK_NIB},
-    {MOEQ__QW_E2M1, 4, SK_E4M3_DIV, MOEQ__PK_NIB},
-    {MOEQ__QW_I8, 8, SK_F32, MOEQ__PK_I8},
-    {MOEQ__QW_I8, 8, SK_E8M0, MOEQ__PK_I8},
-    {MOEQ__QW_E4M3, 8, SK_F32, MOEQ__PK_E4M3},
-    {MOEQ__QW_E4M3, 8, SK_BF16, MOEQ__PK_E4M3},
+    {MOEQ__QW_INT_PACKED, 4, SK_BF16, MOEQ__PK_I4, 0.0f},
+    {MOEQ__QW_INT_PACKED, 4, SK_F32, MOEQ__PK_I4, 0.0f},
+    {MOEQ__QW_INT_PACKED, 3, SK_F16, MOEQ__PK_NIB, 0.0f},
+    {MOEQ__QW_INT_PACKED, 2, SK_E8M0, MOEQ__PK_NIB, 0.0f},
+    {MOEQ__QW_INT_PACKED, 4, SK_F32, MOEQ__PK_NIB, -1.0f},
+    {MOEQ__QW_INT_PACKED, 4, SK_E8M0, MOEQ__PK_NIB, 0x1p-120f},
+    {MOEQ__QW_INT_PACKED, 8, SK_F32, MOEQ__PK_I8, 0.0f},
+    {MOEQ__QW_INT_PACKED, 6, SK_BF16, MOEQ__PK_I8, 0.0f},
+    {MOEQ__QW_INT4_NIBBLES, 4, SK_F32, MOEQ__PK_I4, 0.0f},
+    {MOEQ__QW_INT4_NIBBLES, 4, SK_BF16, MOEQ__PK_NIB, -0.0f},
+    {MOEQ__QW_E2M1, 4, SK_E8M0, MOEQ__PK_NIB, 0.0f},
+    {MOEQ__QW_E2M1, 4, SK_E4M3_DIV, MOEQ__PK_NIB, 0.0f},
+    {MOEQ__QW_I8, 8, SK_F32, MOEQ__PK_I8, 0.0f},
+    {MOEQ__QW_I8, 8, SK_E8M0, MOEQ__PK_I8, 0.0f},
+    {MOEQ__QW_E4M3, 8, SK_F32, MOEQ__PK_E4M3, 0.0f},
+    {MOEQ__QW_E4M3, 8, SK_BF16, MOEQ__PK_E4M3, 0.0f},
 };
 
 static const int k_sk_kind[] = {MOEQ__PS_F32, MOEQ__PS_F16, MOEQ__PS_BF16, MOEQ__PS_E4M3_DIV,
@@ -185,9 +190,13 @@ START_TEST(test_packed_kernels) {
             gs = 32;
         src_weight s;
         make_weight(kc->kind, kc->bits, sh->rows, sh->cols, gs, kc->sk, &s);
+        bool odd = bits(kc->odd_scale) != 0;
+        if (odd) { /* a negative zero, negative or tiny scale somewhere */
+            s.scale[rnd() % (sh->rows * (sh->cols / gs))] = kc->odd_scale;
+        }
         ck_assert_msg(pack(&s), "kind %d cannot be packed", kc->kind);
         ck_assert_int_eq(s.pk.code, kc->expect_code);
-        ck_assert_int_eq(s.pk.scale_kind, k_sk_kind[kc->sk]);
+        if (!odd) ck_assert_int_eq(s.pk.scale_kind, k_sk_kind[kc->sk]);
         size_t R = sh->rows, C = sh->cols;
         float *want = malloc(sizeof(float) * R * C), *got = malloc(sizeof(float) * R * C);
         moeq__dequant_ref(&s.w, 0, R, want);
@@ -234,10 +243,33 @@ START_TEST(test_packed_kernels) {
         float *x = malloc(sizeof(float) * 4 * C);
         for (size_t i = 0; i < 4 * C; i++) x[i] = (float)(uni() * 2 - 1);
         const float *xs[4] = {x, x + C, x + 2 * C, x + 3 * C};
+        /* I4 reads rows made by i4_prep (the same in both tables) */
+        const float *xg[4] = {xs[0], xs[1], xs[2], xs[3]};
+        size_t pstride = C + C / 8;
+        float *prep = malloc(sizeof(float) * 4 * pstride), *prep_s = malloc(sizeof(float) * pstride);
+        if (s.pk.code == MOEQ__PK_I4) {
+            for (size_t m = 0; m < 4; m++) {
+                P->i4_prep(xs[m], C, s.pk.gsize, prep + m * pstride);
+                xg[m] = prep + m * pstride;
+                size_t n = C + C / s.pk.gsize;
+                for (size_t i = C; i < n; i++) { /* the group sums */
+                    double d = 0;
+                    size_t g = i - C;
+                    for (size_t c = g * s.pk.gsize; c < (g + 1) * s.pk.gsize; c++) d += xs[m][c];
+                    ck_assert_msg(fabs(prep[m * pstride + i] - d) <= 1e-5 * (double)s.pk.gsize,
+                                  "i4_prep sum %zu: %g vs %g", g, (double)prep[m * pstride + i], d);
+                }
+                if (S) {
+                    S->i4_prep(xs[m], C, s.pk.gsize, prep_s);
+                    ck_assert_msg(memcmp(prep + m * pstride, prep_s, n * sizeof(float)) == 0,
+                                  "%s i4_prep differs (shape %zu)", S->name, si);
+                }
+            }
+        }
         for (size_t M = 1; M <= MOEQ__GEMV_MAX; M++) {
             for (size_t b = 0; b < s.pk.blocks; b++) {
                 float yp[4 * 20], ys[4 * 20];
-                P->gemv(&s.pk, b, M, xs, yp, 20);
+                P->gemv(&s.pk, b, M, xg, yp, 20);
                 /* the portable gemv is the dot product, up to float rounding */
                 for (size_t m = 0; m < M; m++) {
                     for (size_t r = 0; r < 16 && b * 16 + r < R; r++) {
@@ -252,7 +284,7 @@ START_TEST(test_packed_kernels) {
                     }
                 }
                 if (S) {
-                    S->gemv(&s.pk, b, M, xs, ys, 20);
+                    S->gemv(&s.pk, b, M, xg, ys, 20);
                     for (size_t m = 0; m < M; m++) {
                         ck_assert_msg(memcmp(yp + m * 20, ys + m * 20, 16 * sizeof(float)) == 0,
                                       "%s gemv M=%zu differs (kind %d shape %zu block %zu)",
@@ -262,6 +294,8 @@ START_TEST(test_packed_kernels) {
             }
         }
         free(x);
+        free(prep);
+        free(prep_s);
         free(pp);
         free(ps);
         free(want);

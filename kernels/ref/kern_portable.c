@@ -25,10 +25,14 @@ static float gemv_scale(const moeq__packed *pk, size_t row, size_t g) {
     return moeq__e4m3_to_f32(b) * 0x1p-8f * pk->scale_mul;
 }
 
+/* I4's scalings of the code and of x (kernels.h, gemv) */
+static const float k_i4_up[4] = {1.0f, 16.0f, 256.0f, 4096.0f};
+static const float k_i4_down[4] = {1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f};
+
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
                  size_t ldy) {
+    const bool div = pk->scale_kind == MOEQ__PS_E4M3_DIV, i4 = pk->code == MOEQ__PK_I4;
     const size_t phases = M == 1 ? 4 : M == 2 ? 2 : 1;
-    const bool div = pk->scale_kind == MOEQ__PS_E4M3_DIV;
     const float d = pk->gdiv * 0x1p-8f;
     for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
         const size_t row = blk * MOEQ__PK_ROWS + r;
@@ -37,7 +41,13 @@ static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *cons
             for (size_t g = 0; g < pk->groups; g++) {
                 float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 for (size_t k = g * pk->gsize; k < (g + 1) * pk->gsize; k++) {
-                    part[k % phases] = fmaf(moeq__pk_kv(pk, row, k), x[m][k], part[k % phases]);
+                    const float kv = moeq__pk_kv(pk, row, k);
+                    if (i4) {
+                        part[k % phases] =
+                            fmaf((kv + 8.0f) * k_i4_up[k % 4], x[m][k], part[k % phases]);
+                    } else {
+                        part[k % phases] = fmaf(kv, x[m][k], part[k % phases]);
+                    }
                 }
                 float sum;
                 if (phases == 4) {
@@ -47,10 +57,23 @@ static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *cons
                 } else {
                     sum = part[0];
                 }
+                if (i4) sum = sum - 8.0f * x[m][pk->cols + g];
                 tot = fmaf(sum, gemv_scale(pk, row, g), tot);
             }
             y[m * ldy + r] = div ? tot / d : tot;
         }
+    }
+}
+
+static void i4_prep(const float *x, size_t cols, size_t gsize, float *out) {
+    for (size_t g = 0; g * gsize < cols; g++) {
+        float lane[8] = {0};
+        for (size_t k = g * gsize; k < (g + 1) * gsize; k++) {
+            lane[k % 8] += x[k];
+            out[k] = x[k] * k_i4_down[k % 4];
+        }
+        out[cols + g] = ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
+                        ((lane[1] + lane[5]) + (lane[3] + lane[7]));
     }
 }
 
@@ -130,6 +153,7 @@ const moeq__kern moeq__kern_portable = {
     .name = "portable",
     .panel = panel,
     .gemv = gemv,
+    .i4_prep = i4_prep,
     .tile = tile,
     .amax = amax,
     .qdq_int8 = qdq_int8,

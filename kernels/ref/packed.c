@@ -96,6 +96,18 @@ static float ref_scale(const moeq__qweight *w, size_t r, size_t c) {
 
 /* ---- planning ---------------------------------------------------------------------- */
 
+/* The I4 kernels scale each scale by 2^-12 and back (kernels.h, "I4"): exact
+ * for every scale in [2^-114, inf).  A zero or negative scale could also give
+ * a zero of the other sign than kv * ks; such weights keep the NIB layout. */
+static bool i4_scales_ok(const moeq__qweight *w, const moeq__packed *pk) {
+    for (size_t r = 0; r < w->rows; r += w->grid.row_block) {
+        for (size_t gi = 0; gi < pk->groups; gi++) {
+            if (!(ref_scale(w, r, gi * pk->gsize) >= 0x1p-114f)) return false;
+        }
+    }
+    return true;
+}
+
 bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
     memset(pk, 0, sizeof *pk);
     if (!w->scale || w->zero_point || w->g_idx || w->rows == 0) return false;
@@ -159,7 +171,15 @@ bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
     }
     if (pk->scale_kind < 0) return false;
     pk->gdiv = pk->scale_kind == MOEQ__PS_E4M3_DIV ? gdiv_hint : 0.0f;
-    pk->blk_code_bytes = pk->code == MOEQ__PK_NIB ? w->cols * 8 : w->cols * 16;
+    /* 4-bit integers: I4 (its sums of n = q + 8 lose about 2 bits to the offset
+     * -8 * S; with 2 or 3 bits, where |q| is smaller still, they stay NIB) */
+    const bool int4 =
+        w->kind == MOEQ__QW_INT4_NIBBLES || (w->kind == MOEQ__QW_INT_PACKED && w->bits == 4);
+    if (pk->code == MOEQ__PK_NIB && int4 && i4_scales_ok(w, pk)) {
+        pk->code = MOEQ__PK_I4;
+    }
+    pk->blk_code_bytes =
+        pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4 ? w->cols * 8 : w->cols * 16;
     pk->blk_scale_bytes = pk->groups * MOEQ__PK_ROWS * moeq__pk_scale_size(pk->scale_kind);
     return true;
 }
@@ -173,6 +193,14 @@ static size_t nib_byte(size_t r, size_t k, unsigned *shift) {
     return j * 32 + (rr >> 2) * 16 + ((kk & 1u) << 3) + ((rr & 3u) << 1) + (r >> 3);
 }
 
+/* Position of (row-in-block r, column k) among an I4 block's codes: the
+ * little-endian word of row r in the 64-byte chunk of columns k & ~7, nibble
+ * k & 7. */
+static size_t i4_byte(size_t r, size_t k, unsigned *shift) {
+    *shift = (k & 1u) ? 4u : 0u;
+    return (k >> 3) * 64 + (r >> 3) * 32 + (r & 7u) * 4 + ((k & 7u) >> 1);
+}
+
 /* The raw codes of row r as nibbles (0..15) or bytes. */
 static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, uint8_t *out) {
     const uint8_t *row = (const uint8_t *)w->codes + r * w->row_stride;
@@ -180,7 +208,7 @@ static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, 
     switch (w->kind) {
         case MOEQ__QW_INT_PACKED: {
             moeq__int_unpack_row_ref(row, 0, n, w->bits, w->legacy != 0, (int8_t *)out);
-            if (pk->code == MOEQ__PK_NIB) {
+            if (pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4) {
                 for (size_t c = 0; c < n; c++) out[c] = (uint8_t)((int8_t)out[c] + 8);
             }
             break;
@@ -189,6 +217,9 @@ static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, 
         case MOEQ__QW_E2M1:
             for (size_t c = 0; c < n; c++) {
                 out[c] = (uint8_t)((c & 1u) ? row[c >> 1] >> 4 : row[c >> 1] & 0xFu);
+            }
+            if (pk->code == MOEQ__PK_I4) { /* two's complement q -> q + 8 */
+                for (size_t c = 0; c < n; c++) out[c] ^= 8u;
             }
             break;
         default: memcpy(out, row, n); break; /* I8, E4M3 */
@@ -213,6 +244,8 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
         uint8_t *bs = scales + b * pk->blk_scale_bytes;
         if (pk->code == MOEQ__PK_NIB) {
             memset(bc, (int)(zero_nib | (zero_nib << 4)), pk->blk_code_bytes);
+        } else if (pk->code == MOEQ__PK_I4) {
+            memset(bc, 0x88, pk->blk_code_bytes); /* n = 8: value 0 */
         } else {
             memset(bc, 0, pk->blk_code_bytes);
         }
@@ -220,10 +253,11 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
             const size_t r = b * MOEQ__PK_ROWS + rr;
             if (r >= w->rows) break;
             row_codes(w, pk, r, row_buf);
-            if (pk->code == MOEQ__PK_NIB) {
+            if (pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4) {
                 for (size_t k = 0; k < w->cols; k++) {
                     unsigned sh;
-                    const size_t at = nib_byte(rr, k, &sh);
+                    const size_t at =
+                        pk->code == MOEQ__PK_NIB ? nib_byte(rr, k, &sh) : i4_byte(rr, k, &sh);
                     bc[at] = (uint8_t)((bc[at] & ~(0xFu << sh)) | ((unsigned)row_buf[k] << sh));
                 }
             } else {
@@ -250,6 +284,11 @@ float moeq__pk_kv(const moeq__packed *pk, size_t r, size_t c) {
             unsigned sh;
             const size_t at = nib_byte(rr, c, &sh);
             return pk->lut[(bc[at] >> sh) & 0xFu];
+        }
+        case MOEQ__PK_I4: {
+            unsigned sh;
+            const size_t at = i4_byte(rr, c, &sh);
+            return (float)((int)((bc[at] >> sh) & 0xFu) - 8);
         }
         case MOEQ__PK_I8: return (float)(int8_t)bc[c * MOEQ__PK_ROWS + rr];
         default: return moeq__e4m3_to_f32(bc[c * MOEQ__PK_ROWS + rr]) * 0x1p-8f;

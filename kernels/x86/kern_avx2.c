@@ -9,6 +9,9 @@
  *         16-bit words and converted with vcvtph2ps;
  *   E4M3  a byte b widened to the word (b << 8) >> 1 (arithmetic) with bit 14
  *         cleared is the binary16 of e4m3(b) * 2^-8 (subnormals included);
+ *   I4    one 32-byte load = 8 rows x 8 columns, a row per 32-bit word: nibble
+ *         i masked in place is the integer n * 2^(4i) (nibbles 4..7 after a
+ *         16-bit shift), converted in one instruction; x carries the 2^(-4i);
  *   I8    sign-extended to 32 bits and converted.
  */
 #include "kernels.h"
@@ -191,8 +194,70 @@ AI void panel_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, flo
     }
 }
 
+/* ---- I4 ----------------------------------------------------------------------------- */
+
+/* Column i (0..7) of the I4 chunk held in u (rows 0-7), v (rows 8-15) and
+ * their copies shifted right by 16 bits (uh, vh): n * 2^(4 (i % 4)). */
+#define I4_COL(u, v, uh, vh, i, f0, f1)                                                            \
+    do {                                                                                           \
+        const __m256i m_ = _mm256_set1_epi32(0xF << (4 * ((i)&3)));                                \
+        f0 = _mm256_cvtepi32_ps(_mm256_and_si256((i) < 4 ? (u) : (uh), m_));                       \
+        f1 = _mm256_cvtepi32_ps(_mm256_and_si256((i) < 4 ? (v) : (vh), m_));                       \
+    } while (0)
+
+#define I4_LOAD(q, u, v, uh, vh)                                                                   \
+    do {                                                                                           \
+        u = _mm256_loadu_si256((const __m256i *)(const void *)(q));                                \
+        v = _mm256_loadu_si256((const __m256i *)(const void *)((q) + 32));                         \
+        uh = _mm256_srli_epi32(u, 16);                                                             \
+        vh = _mm256_srli_epi32(v, 16);                                                             \
+    } while (0)
+
+/* P = fma(n * 2^(4i), ks * 2^(-4i), -8 ks): one rounding of (n - 8) * ks, which is
+ * kv * ks (the plan keeps ks >= 2^-114, so ks * 2^-12 is exact). */
+static void panel_i4(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const size_t k1 = k0 + nk;
+    for (size_t k = k0; k < k1;) {
+        const size_t g = k / pk->gsize;
+        const size_t kend = (g + 1) * pk->gsize < k1 ? (g + 1) * pk->gsize : k1;
+        __m256 s[2];
+        scales16(pk, blk, g, s);
+        __m256 sd[4][2], n8[2];
+        for (int h = 0; h < 2; h++) {
+            sd[0][h] = s[h];
+            sd[1][h] = _mm256_mul_ps(s[h], _mm256_set1_ps(0x1p-4f));
+            sd[2][h] = _mm256_mul_ps(s[h], _mm256_set1_ps(0x1p-8f));
+            sd[3][h] = _mm256_mul_ps(s[h], _mm256_set1_ps(0x1p-12f));
+            n8[h] = _mm256_mul_ps(s[h], _mm256_set1_ps(-8.0f));
+        }
+        for (; k < kend; k += 8) {
+            __m256i u, v, uh, vh;
+            I4_LOAD(bc + (k / 8) * 64, u, v, uh, vh);
+            float *o = P + (k - k0) * MOEQ__PK_ROWS;
+#define PCOL(i)                                                                                    \
+    do {                                                                                           \
+        __m256 f0_, f1_;                                                                           \
+        I4_COL(u, v, uh, vh, i, f0_, f1_);                                                         \
+        _mm256_storeu_ps(o + 16 * (i), _mm256_fmadd_ps(f0_, sd[(i)&3][0], n8[0]));                 \
+        _mm256_storeu_ps(o + 16 * (i) + 8, _mm256_fmadd_ps(f1_, sd[(i)&3][1], n8[1]));             \
+    } while (0)
+            PCOL(0);
+            PCOL(1);
+            PCOL(2);
+            PCOL(3);
+            PCOL(4);
+            PCOL(5);
+            PCOL(6);
+            PCOL(7);
+#undef PCOL
+        }
+    }
+}
+
 static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P) {
     switch (pk->code) {
+        case MOEQ__PK_I4: panel_i4(pk, blk, k0, nk, P); break;
         case MOEQ__PK_NIB: panel_impl(pk, blk, k0, nk, P, MOEQ__PK_NIB); break;
         case MOEQ__PK_I8: panel_impl(pk, blk, k0, nk, P, MOEQ__PK_I8); break;
         default: panel_impl(pk, blk, k0, nk, P, MOEQ__PK_E4M3); break;
@@ -207,7 +272,10 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
 #define PF_AHEAD 2048
 #endif
 #define PF(bc, k, code)                                                                            \
-    _mm_prefetch((const char *)((bc) + (k) * ((code) == MOEQ__PK_NIB ? 8 : 16) + PF_AHEAD),        \
+    _mm_prefetch((const char *)((bc) + (k) * ((code) == MOEQ__PK_NIB || (code) == MOEQ__PK_I4      \
+                                                  ? 8                                              \
+                                                  : 16) +                                          \
+                                PF_AHEAD),                                                         \
                  _MM_HINT_T0)
 
 #define BC(xp, j)    _mm256_broadcast_ss((xp) + k + (j))
@@ -419,8 +487,153 @@ AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float 
     gemv_fix_mem(pk, y, ldy, M);
 }
 
+/* I4: the rows come from i4_prep (x scaled by 2^(-4 (k % 4)), then the
+ * groups' sums); each code column is decoded once for all tokens. */
+static void i4_prep(const float *x, size_t cols, size_t gsize, float *out) {
+    const __m256 down =
+        _mm256_setr_ps(1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f);
+    for (size_t g = 0; g * gsize < cols; g++) {
+        __m256 acc = _mm256_setzero_ps();
+        for (size_t k = g * gsize; k < (g + 1) * gsize; k += 8) {
+            const __m256 v = _mm256_loadu_ps(x + k);
+            acc = _mm256_add_ps(acc, v);
+            _mm256_storeu_ps(out + k, _mm256_mul_ps(v, down));
+        }
+        /* ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) */
+        const __m128 t = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        const __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t));
+        out[cols + g] = _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
+    }
+}
+
+AI void gemv_i4(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
+                const int M) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const float *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
+                *x3 = M > 3 ? x[3] : x0;
+    const __m256 zero = _mm256_setzero_ps();
+    for (int m = 0; m < M; m++) {
+        _mm256_storeu_ps(y + (size_t)m * ldy, zero);
+        _mm256_storeu_ps(y + (size_t)m * ldy + 8, zero);
+    }
+    const size_t gs = pk->gsize;
+    for (size_t g = 0; g < pk->groups; g++) {
+        /* M = 1: a<phase><half>, phase k % 4; M = 2: token 0 in a0x (phase 0)
+         * and a1x (phase 1), token 1 in a2x and a3x; M = 3, 4: a<token><half> */
+        __m256 a00 = zero, a01 = zero, a10 = zero, a11 = zero, a20 = zero, a21 = zero, a30 = zero,
+               a31 = zero;
+        for (size_t k = g * gs; k < (g + 1) * gs; k += 8) {
+            __m256i u, v, uh, vh;
+            PF(bc, k, MOEQ__PK_I4);
+            I4_LOAD(bc + (k / 8) * 64, u, v, uh, vh);
+#define COL1(j, A0, A1)                                                                            \
+    do {                                                                                           \
+        __m256 f0_, f1_;                                                                           \
+        I4_COL(u, v, uh, vh, j, f0_, f1_);                                                         \
+        const __m256 b_ = BC(x0, j);                                                               \
+        FMA(A0, f0_, b_);                                                                          \
+        FMA(A1, f1_, b_);                                                                          \
+    } while (0)
+#define COL2(j, A0, A1, C0, C1)                                                                    \
+    do {                                                                                           \
+        __m256 f0_, f1_;                                                                           \
+        I4_COL(u, v, uh, vh, j, f0_, f1_);                                                         \
+        __m256 b_ = BC(x0, j);                                                                     \
+        FMA(A0, f0_, b_);                                                                          \
+        FMA(A1, f1_, b_);                                                                          \
+        b_ = BC(x1, j);                                                                            \
+        FMA(C0, f0_, b_);                                                                          \
+        FMA(C1, f1_, b_);                                                                          \
+    } while (0)
+#define COL4(j)                                                                                    \
+    do {                                                                                           \
+        __m256 f0_, f1_;                                                                           \
+        I4_COL(u, v, uh, vh, j, f0_, f1_);                                                         \
+        __m256 b_ = BC(x0, j);                                                                     \
+        FMA(a00, f0_, b_);                                                                         \
+        FMA(a01, f1_, b_);                                                                         \
+        b_ = BC(x1, j);                                                                            \
+        FMA(a10, f0_, b_);                                                                         \
+        FMA(a11, f1_, b_);                                                                         \
+        b_ = BC(x2, j);                                                                            \
+        FMA(a20, f0_, b_);                                                                         \
+        FMA(a21, f1_, b_);                                                                         \
+        if (M > 3) {                                                                               \
+            b_ = BC(x3, j);                                                                        \
+            FMA(a30, f0_, b_);                                                                     \
+            FMA(a31, f1_, b_);                                                                     \
+        }                                                                                          \
+    } while (0)
+            if (M == 1) {
+                COL1(0, a00, a01);
+                COL1(1, a10, a11);
+                COL1(2, a20, a21);
+                COL1(3, a30, a31);
+                COL1(4, a00, a01);
+                COL1(5, a10, a11);
+                COL1(6, a20, a21);
+                COL1(7, a30, a31);
+            } else if (M == 2) {
+                COL2(0, a00, a01, a20, a21);
+                COL2(1, a10, a11, a30, a31);
+                COL2(2, a00, a01, a20, a21);
+                COL2(3, a10, a11, a30, a31);
+                COL2(4, a00, a01, a20, a21);
+                COL2(5, a10, a11, a30, a31);
+                COL2(6, a00, a01, a20, a21);
+                COL2(7, a10, a11, a30, a31);
+            } else {
+                COL4(0);
+                COL4(1);
+                COL4(2);
+                COL4(3);
+                COL4(4);
+                COL4(5);
+                COL4(6);
+                COL4(7);
+            }
+#undef COL4
+#undef COL2
+#undef COL1
+        }
+        __m256 s[2];
+        scales16_raw(pk, blk, g, s);
+#define TOT(m, p0, p1)                                                                             \
+    do {                                                                                           \
+        const __m256 s8_ = _mm256_set1_ps(8.0f * x##m[pk->cols + g]);                              \
+        float *yy_ = y + (size_t)(m)*ldy;                                                          \
+        _mm256_storeu_ps(yy_, _mm256_fmadd_ps(_mm256_sub_ps(p0, s8_), s[0], _mm256_loadu_ps(yy_))); \
+        _mm256_storeu_ps(yy_ + 8, _mm256_fmadd_ps(_mm256_sub_ps(p1, s8_), s[1],                    \
+                                                  _mm256_loadu_ps(yy_ + 8)));                      \
+    } while (0)
+        if (M == 1) {
+            TOT(0, _mm256_add_ps(_mm256_add_ps(a00, a10), _mm256_add_ps(a20, a30)),
+                _mm256_add_ps(_mm256_add_ps(a01, a11), _mm256_add_ps(a21, a31)));
+        } else if (M == 2) {
+            TOT(0, _mm256_add_ps(a00, a10), _mm256_add_ps(a01, a11));
+            TOT(1, _mm256_add_ps(a20, a30), _mm256_add_ps(a21, a31));
+        } else {
+            TOT(0, a00, a01);
+            TOT(1, a10, a11);
+            TOT(2, a20, a21);
+            if (M > 3) TOT(3, a30, a31);
+        }
+#undef TOT
+    }
+    gemv_fix_mem(pk, y, ldy, M);
+}
+
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
                  size_t ldy) {
+    if (pk->code == MOEQ__PK_I4) {
+        switch (M) {
+            case 1: gemv_i4(pk, blk, x, y, ldy, 1); break;
+            case 2: gemv_i4(pk, blk, x, y, ldy, 2); break;
+            case 3: gemv_i4(pk, blk, x, y, ldy, 3); break;
+            default: gemv_i4(pk, blk, x, y, ldy, 4); break;
+        }
+        return;
+    }
 #define GEMV_CODE(code)                                                                            \
     switch (M) {                                                                                   \
         case 1: gemv1(pk, blk, x, y, code); break;                                                 \
@@ -727,6 +940,7 @@ const moeq__kern moeq__kern_avx2 = {
     .name = "avx2",
     .panel = panel,
     .gemv = gemv,
+    .i4_prep = i4_prep,
     .tile = tile,
     .amax = amax,
     .qdq_int8 = qdq_int8,

@@ -155,6 +155,14 @@ AI __m256 gemv_fix(const moeq__packed *pk, __m256 t) {
     return _mm256_div_ps(t, _mm256_set1_ps(pk->gdiv * 0x1p-8f));
 }
 
+/* The 16 totals of each of M tokens, in y, start at zero. */
+AI void zero_totals(float *y, size_t ldy, int M) {
+    for (int m = 0; m < M; m++) {
+        _mm256_storeu_ps(y + (size_t)m * ldy, _mm256_setzero_ps());
+        _mm256_storeu_ps(y + (size_t)m * ldy + 8, _mm256_setzero_ps());
+    }
+}
+
 AI void gemv_fix_mem(const moeq__packed *pk, float *y, size_t ldy, int M) {
     if (pk->scale_kind != MOEQ__PS_E4M3_DIV) return;
     for (int m = 0; m < M; m++) {
@@ -280,6 +288,26 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
 
 #define BC(xp, j)    _mm256_broadcast_ss((xp) + k + (j))
 #define FMA(a, f, x) a = _mm256_fmadd_ps(f, x, a)
+
+/* Column k + j, decoded to fa (rows 0-7) and fb (rows 8-15), into one chain
+ * per token of 3 or 4 (M) tokens x0..x3: accumulators a<token><half>. */
+#define STEP4(j, fa, fb)                                                                           \
+    do {                                                                                           \
+        __m256 b_ = BC(x0, j);                                                                     \
+        FMA(a00, fa, b_);                                                                          \
+        FMA(a01, fb, b_);                                                                          \
+        b_ = BC(x1, j);                                                                            \
+        FMA(a10, fa, b_);                                                                          \
+        FMA(a11, fb, b_);                                                                          \
+        b_ = BC(x2, j);                                                                            \
+        FMA(a20, fa, b_);                                                                          \
+        FMA(a21, fb, b_);                                                                          \
+        if (M > 3) {                                                                               \
+            b_ = BC(x3, j);                                                                        \
+            FMA(a30, fa, b_);                                                                      \
+            FMA(a31, fb, b_);                                                                      \
+        }                                                                                          \
+    } while (0)
 
 /* One token: four interleaved chains (column k % 4), summed pairwise at the
  * end of each scale group. */
@@ -421,10 +449,7 @@ AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float 
     const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
     const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = M > 3 ? x[3] : x[2];
     const __m256 zero = _mm256_setzero_ps();
-    for (int m = 0; m < M; m++) {
-        _mm256_storeu_ps(y + (size_t)m * ldy, zero);
-        _mm256_storeu_ps(y + (size_t)m * ldy + 8, zero);
-    }
+    zero_totals(y, ldy, M);
     const size_t gs = pk->gsize;
     for (size_t g = 0; g < pk->groups; g++) {
         __m256 a00 = zero, a01 = zero, a10 = zero, a11 = zero, a20 = zero, a21 = zero, a30 = zero,
@@ -441,23 +466,6 @@ AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float 
                 BYTE_COL(q, code, f0, f1);
                 BYTE_COL(q + 16, code, f2, f3);
             }
-#define STEP4(j, fa, fb)                                                                           \
-    do {                                                                                           \
-        __m256 b_ = BC(x0, j);                                                                     \
-        FMA(a00, fa, b_);                                                                          \
-        FMA(a01, fb, b_);                                                                          \
-        b_ = BC(x1, j);                                                                            \
-        FMA(a10, fa, b_);                                                                          \
-        FMA(a11, fb, b_);                                                                          \
-        b_ = BC(x2, j);                                                                            \
-        FMA(a20, fa, b_);                                                                          \
-        FMA(a21, fb, b_);                                                                          \
-        if (M > 3) {                                                                               \
-            b_ = BC(x3, j);                                                                        \
-            FMA(a30, fa, b_);                                                                      \
-            FMA(a31, fb, b_);                                                                      \
-        }                                                                                          \
-    } while (0)
             STEP4(0, f0, f1);
             STEP4(1, f2, f3);
             if (code == MOEQ__PK_NIB) {
@@ -468,7 +476,6 @@ AI void gemv34(const moeq__packed *pk, size_t blk, const float *const *x, float 
             }
             STEP4(2, f0, f1);
             STEP4(3, f2, f3);
-#undef STEP4
         }
         __m256 s[2];
         scales16_raw(pk, blk, g, s);
@@ -512,10 +519,7 @@ AI void gemv_i4(const moeq__packed *pk, size_t blk, const float *const *x, float
     const float *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
                 *x3 = M > 3 ? x[3] : x0;
     const __m256 zero = _mm256_setzero_ps();
-    for (int m = 0; m < M; m++) {
-        _mm256_storeu_ps(y + (size_t)m * ldy, zero);
-        _mm256_storeu_ps(y + (size_t)m * ldy + 8, zero);
-    }
+    zero_totals(y, ldy, M);
     const size_t gs = pk->gsize;
     for (size_t g = 0; g < pk->groups; g++) {
         /* M = 1: a<phase><half>, phase k % 4; M = 2: token 0 in a0x (phase 0)
@@ -549,20 +553,7 @@ AI void gemv_i4(const moeq__packed *pk, size_t blk, const float *const *x, float
     do {                                                                                           \
         __m256 f0_, f1_;                                                                           \
         I4_COL(u, v, uh, vh, j, f0_, f1_);                                                         \
-        __m256 b_ = BC(x0, j);                                                                     \
-        FMA(a00, f0_, b_);                                                                         \
-        FMA(a01, f1_, b_);                                                                         \
-        b_ = BC(x1, j);                                                                            \
-        FMA(a10, f0_, b_);                                                                         \
-        FMA(a11, f1_, b_);                                                                         \
-        b_ = BC(x2, j);                                                                            \
-        FMA(a20, f0_, b_);                                                                         \
-        FMA(a21, f1_, b_);                                                                         \
-        if (M > 3) {                                                                               \
-            b_ = BC(x3, j);                                                                        \
-            FMA(a30, f0_, b_);                                                                     \
-            FMA(a31, f1_, b_);                                                                     \
-        }                                                                                          \
+        STEP4(j, f0_, f1_);                                                                        \
     } while (0)
             if (M == 1) {
                 COL1(0, a00, a01);

@@ -23,7 +23,8 @@
 /* Fills `err` (if not NULL) with `code` and the formatted message; returns code.
  * Long messages are truncated with "...". */
 moeq_status moeq__error(moeq_error *err, moeq_status code, const char *fmt, ...) MOEQ__PRINTF(3, 4);
-moeq_status moeq__verror(moeq_error *err, moeq_status code, const char *fmt, va_list ap);
+moeq_status moeq__verror(moeq_error *err, moeq_status code, const char *fmt, va_list ap)
+    MOEQ__PRINTF(3, 0);
 
 /* Prepends "<prefix>: " to an error message already in `err` (used to add the
  * layer or file name as an error travels up).  Returns err->code (or the

@@ -442,7 +442,7 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
 /* ---- the float64 reference ------------------------------------------------------------ */
 
 static double gated_act_f64(const moeq_moe_config *c, double g, double u) {
-    double lim = c->swiglu_limit;
+    double lim = (double)c->swiglu_limit;
     switch (c->activation) {
         case MOEQ_ACT_SILU:
             if (lim > 0) {

@@ -681,8 +681,8 @@ static void mlp_hidden(const moeq__synth *s, const float *x, const float *wg, co
                 g += (double)xt[k] * (double)wg[i * H + k];
                 u += (double)xt[k] * (double)wu[i * H + k];
             }
-            g = moeq__round_to_dtype(s->L.dtype, (float)g);
-            u = moeq__round_to_dtype(s->L.dtype, (float)u);
+            g = (double)moeq__round_to_dtype(s->L.dtype, (float)g);
+            u = (double)moeq__round_to_dtype(s->L.dtype, (float)u);
             const double act = g / (1.0 + det_exp(-g));
             h[t * I + i] = moeq__round_to_dtype(s->L.dtype, (float)(act * u));
         }

@@ -141,7 +141,7 @@ static void model_fields(moeq__pj *d, moeq__pjv *root, const moeq__synth *s) {
     }
     moeq__pj_set(d, root, "rms_norm_eps", moeq__pj_float(d, 1e-6, false));
     moeq__pj_set(d, root, "routed_scaling_factor",
-                 moeq__pj_float(d, L->routed_scaling_factor, true));
+                 moeq__pj_float(d, (double)L->routed_scaling_factor, true));
     moeq__pj_set(d, root, "scoring_func",
                  moeq__pj_string(d, L->scoring == MOEQ_SCORING_SIGMOID ? "sigmoid" : "softmax"));
     moeq__pj_set(d, root, "tie_word_embeddings", moeq__pj_bool(d, false));

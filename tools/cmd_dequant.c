@@ -119,10 +119,10 @@ int cmd_dequant(int argc, char **argv) {
         printf("%s: %s, %s -> %s float32 [%lld, %lld]\n", module, moeq_format_name(format), args,
                out_path, (long long)shape[0], (long long)shape[1]);
     } else {
-        double sum = 0, sq = 0, lo = INFINITY, hi = -INFINITY;
+        double sum = 0, sq = 0, lo = HUGE_VAL, hi = -HUGE_VAL;
         size_t count = (size_t)(shape[0] * shape[1]);
         for (size_t i = 0; i < count; i++) {
-            double v = data[i];
+            double v = (double)data[i];
             sum += v;
             sq += v * v;
             lo = fmin(lo, v);

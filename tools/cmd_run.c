@@ -379,7 +379,7 @@ int cmd_run(int argc, char **argv) {
     }
     out = malloc((size_t)T * (size_t)H * sizeof(float));
     if (!out) goto done;
-    double best = INFINITY, total = 0;
+    double best = HUGE_VAL, total = 0;
     int runs = 0;
     for (;;) {
         double a = now_s();

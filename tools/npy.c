@@ -38,6 +38,9 @@ static const struct {
 
 #define N_TYPES (sizeof k_types / sizeof k_types[0])
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
 static int fail(char *err, size_t size, const char *fmt, ...) {
     if (err && size > 0) {
         va_list ap;

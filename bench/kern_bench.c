@@ -102,6 +102,11 @@ int main(int argc, char **argv) {
     const float *xprep_rows[4];
     for (size_t m = 0; m < 4; m++) xprep_rows[m] = xprep + m * (cols + cols / 8);
     float *P = aligned_alloc(64, 256 * 16 * sizeof(float));
+    int16_t *xq = malloc(sizeof(int16_t) * 6 * cols);
+    for (size_t i = 0; i < 6 * cols; i++) xq[i] = (int16_t)((int)(rnd() % 255) - 127);
+    const int16_t *xq_rows[6];
+    for (size_t m = 0; m < 6; m++) xq_rows[m] = xq + m * cols;
+    int32_t yi[6 * 16];
     for (size_t ki = 0; ki < 6; ki++) {
         int kind = kinds[ki];
         size_t gs = ki == 4 ? 16 : ki == 5 ? 32 : 128;
@@ -136,6 +141,23 @@ int main(int argc, char **argv) {
                 printf("%-5s %-4s gemv M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GFLOP/s\n",
                        names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best / 1e9,
                        bytes / best / 1e9, 2.0 * M * rows * cols / best / 1e9);
+            }
+            if (w.pk.code == MOEQ__PK_I8) { /* int8 activation codes, exact int32 sums */
+                for (size_t M = 1; M <= 6; M++) {
+                    int reps = cold ? 3 : 200;
+                    double best = 1e300;
+                    for (int r = 0; r < reps; r++) {
+                        double t0 = bench_now();
+                        for (size_t b = 0; b < w.pk.blocks; b++) {
+                            K->idot(&w.pk, b, 0, cols, M, xq_rows, yi, 16, 0);
+                        }
+                        double dt = bench_now() - t0;
+                        best = dt < best ? dt : best;
+                    }
+                    printf("%-5s %-4s idot M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GOP/s\n",
+                           names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best / 1e9,
+                           bytes / best / 1e9, 2.0 * M * rows * cols / best / 1e9);
+                }
             }
             if (!cold) {
                 double best = 1e300;
@@ -239,6 +261,7 @@ int main(int argc, char **argv) {
     }
     free(P);
     free(x);
+    free(xq);
     free(xprep);
     return 0;
 }

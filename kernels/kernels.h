@@ -482,7 +482,8 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
 /* ------------------------------------------------------------------------ */
 
 #define MOEQ__GEMV_MAX 4 /* tokens per gemv call */
-#define MOEQ__TILE_MAX 6 /* tokens per tile call */
+#define MOEQ__TILE_MAX 6 /* tokens per tile or idot call */
+#define MOEQ__IDOT_KMAX 131070 /* columns per idot call: the int32 sums cannot overflow */
 
 typedef struct moeq__kern {
     const char *name;
@@ -511,6 +512,16 @@ typedef struct moeq__kern {
      * each element one fused multiply-add chain in k order; M <= 6. */
     void (*tile)(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
                  int accumulate);
+    /* Integer products for int8 activations on I8 codes (W8A8 int8):
+     * C[m*ldc + r] = (accumulate ? C : 0) + sum_{k0 <= k < k0 + nk} q(blk*16 + r, k) * x[m][k]
+     * in int32 for m < M <= MOEQ__TILE_MAX, r < 16, where q is the stored int8
+     * code and x[m] a row of activation codes in [-128, 127].  k0 and nk even,
+     * nk <= MOEQ__IDOT_KMAX, so every sum is exact and the same in any order. */
+    void (*idot)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
+                 const int16_t *const *x, int32_t *C, size_t ldc, int accumulate);
+    /* q[i] = clamp(round_half_even(x[i] / s), -128, 127), NaN -> 0: the int8
+     * code qdq_int8 multiplies by s (moeq__actq_int8_static_ref, zero point 0). */
+    void (*q_int8)(const float *x, size_t n, float s, int16_t *q);
     /* max |x[i]| (NaN ignored); the activation quantize-dequantize steps
      * exactly as moeq__actq_*_ref followed by moeq__actdq_*_ref. */
     float (*amax)(const float *x, size_t n);

@@ -86,6 +86,8 @@ struct moeq_moe {
     int32_t act_group; /* FP8_GROUP: columns per scale */
     moeq__proj *projs; /* [E_local * 3]: gate, up, down of each expert */
     bool all_packed;   /* every projection is PACKED (moe_pack.c) */
+    bool int8_dot;     /* int8 activations and every projection I8-packed: the fast
+                          forward multiplies codes in integers (moe_fast.c) */
     moeq__block *blocks;
 };
 

@@ -86,6 +86,9 @@ typedef struct fast {
     float *A;            /* [rows, I] */
     float *Y;            /* [rows, H] */
     bool per_row_x;
+    bool int8;           /* l->int8_dot: activations as codes, integer products */
+    int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
+    float *xs, *as;      /* int8: their scales, [T] and [rows] */
     float ts1, ts2;
     float *partial; /* [threads] */
     const item *items;
@@ -105,6 +108,9 @@ typedef struct tscratch {
     float *Cg;              /* [mmax, 16] */
     float *Cu;              /* [mmax, 16] */
     const float **xr, **xo; /* [mmax] */
+    const int16_t **xc;     /* [mmax]: int8 path, rows of codes */
+    int32_t *Ci;            /* [mmax, 16]: int8 path, integer sums */
+    float *xsc;             /* [mmax]: int8 path, the rows' activation scales */
     float *xp;              /* [2][MOEQ__GEMV_MAX][maxk + maxk / 8]: rows made by i4_prep */
     float *ybuf;            /* [H] */
     void *codes;            /* activation codes for the reference quantizers */
@@ -124,7 +130,8 @@ static size_t tscratch_size(const fast *f) {
     size_t maxk = f->maxk;
     return up64(KB * 16 * sizeof(float)) +
            (f->l->all_packed ? 0 : up64(16 * maxk * sizeof(float))) +
-           2 * up64(f->mmax * 16 * sizeof(float)) + 2 * up64(f->mmax * sizeof(float *)) +
+           2 * up64(f->mmax * 16 * sizeof(float)) + 3 * up64(f->mmax * sizeof(float *)) +
+           up64(f->mmax * 16 * sizeof(int32_t)) + up64(f->mmax * sizeof(float)) +
            up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float)) +
            up64(f->H * sizeof(float)) + up64(moeq__act_codes_bound(1, maxk)) +
            up64((maxk + 2) * sizeof(float));
@@ -148,6 +155,12 @@ static tscratch tscratch_get(const fast *f, int tid) {
     p += up64(f->mmax * sizeof(float *));
     t.xo = (const float **)(void *)p;
     p += up64(f->mmax * sizeof(float *));
+    t.xc = (const int16_t **)(void *)p;
+    p += up64(f->mmax * sizeof(float *));
+    t.Ci = (int32_t *)(void *)p;
+    p += up64(f->mmax * 16 * sizeof(int32_t));
+    t.xsc = (float *)(void *)p;
+    p += up64(f->mmax * sizeof(float));
     t.xp = (float *)(void *)p;
     p += up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float));
     t.ybuf = (float *)(void *)p;
@@ -212,6 +225,28 @@ static void qdq_row(const fast *f, const tscratch *t, float *v, size_t n, float 
     }
     moeq__act_quant_rows(l->act_kind, l->act_group, v, 1, n, tensor_scale, act_scale, t->codes,
                          t->scales);
+}
+
+/* The int8 path's quantization of one row: its codes in q, its scale in *s
+ * (the same codes and scale as qdq_row, which multiplies them back). */
+static void code_row(const fast *f, const float *v, size_t n, float act_scale, float tensor_scale,
+                     int16_t *q, float *s) {
+    float sc;
+    if (f->l->act_kind == MOEQ__ACT_INT8_TOKEN) {
+        float am = f->K->amax(v, n);
+        sc = (am > MOEQ__ACT_INT8_EPS ? am : MOEQ__ACT_INT8_EPS) / 127.0f;
+    } else {
+        sc = f->l->act_kind == MOEQ__ACT_INT8_TENSOR ? tensor_scale : act_scale;
+    }
+    f->K->q_int8(v, n, sc, q);
+    *s = sc;
+}
+
+/* A bad row's codes (its output is NaN whatever they are): zeros, so that
+ * nothing reads memory no step wrote. */
+static void zero_codes(int16_t *q, size_t n, float *s) {
+    memset(q, 0, n * sizeof *q);
+    *s = 0.0f;
 }
 
 static bool all_finite(const float *x, size_t n) {
@@ -296,6 +331,47 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
     }
 }
 
+/* The int8 path's block: C[m*16 + r] = xsc[m] * sum_g ks(r, g) * S(m, r, g),
+ * with S the exact integer sum of one scale group's code products (idot on
+ * column windows of KB, so a window of the block stays in L1 across the
+ * tiles of tokens), the groups' terms added in group order (plain C: the
+ * same bits with any kernel table).  Nothing depends on M or the tiling: a token's result is the
+ * same whatever it is batched with. */
+static void proj_block_int(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b,
+                           size_t M, const int16_t *const *xc, const float *xsc, float *C) {
+    const moeq__packed *pk = &pj->pk;
+    const size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
+    const size_t base = M / ntile, extra = M % ntile;
+    if (M > MOEQ__TILE_MAX) prefetch_cols(pk, b, 0, 2 * KB);
+    for (size_t g = 0; g < pk->groups; g++) {
+        const size_t g0 = g * pk->gsize, g1 = g0 + pk->gsize;
+        for (size_t k0 = g0; k0 < g1; k0 += KB) {
+            const size_t nk = g1 - k0 < KB ? g1 - k0 : KB;
+            if (M > MOEQ__TILE_MAX) prefetch_cols(pk, b, k0 + 2 * KB, KB);
+            size_t m0 = 0;
+            for (size_t i = 0; i < ntile; i++) {
+                const size_t mt = base + (i < extra);
+                f->K->idot(pk, b, k0, nk, mt, xc + m0, t->Ci + m0 * 16, 16, k0 > g0);
+                m0 += mt;
+            }
+        }
+        float ks[16];
+        for (size_t r = 0; r < 16; r++) {
+            const size_t row = b * 16 + r;
+            ks[r] = row < pk->rows ? moeq__pk_ks(pk, row, g) : 0.0f;
+        }
+        for (size_t m = 0; m < M; m++) {
+            for (size_t r = 0; r < 16; r++) {
+                const float v = (float)t->Ci[m * 16 + r];
+                C[m * 16 + r] = g ? C[m * 16 + r] + v * ks[r] : v * ks[r];
+            }
+        }
+    }
+    for (size_t m = 0; m < M; m++) {
+        for (size_t r = 0; r < 16; r++) C[m * 16 + r] *= xsc[m];
+    }
+}
+
 /* ---- the steps ---------------------------------------------------------------------- */
 
 /* x -> f32 per token (times the router weight on input), the expert-independent
@@ -320,12 +396,16 @@ static void step_tokens(void *arg, int tid, int nt) {
                 moeq__to_f32_ref(io->x_dtype, src, f->H, row);
             }
             f->bad[tok] = !all_finite(row, f->H);
+            if (f->int8 && f->bad[tok]) zero_codes(f->xq + tok * f->H, f->H, &f->xs[tok]);
             if (!f->used[tok] || f->bad[tok]) continue; /* a bad token's output is NaN */
             if (l->cfg.apply_router_weight_on_input) {  /* top_k == 1 */
                 float s = io->weights[tok];
                 for (size_t h = 0; h < f->H; h++) row[h] = row[h] * s;
             }
-            if (local_quant) {
+            if (local_quant && f->int8) {
+                code_row(f, row, f->H, l->projs[0].act_scale, 1.0f, f->xq + tok * f->H,
+                         &f->xs[tok]);
+            } else if (local_quant) {
                 qdq_row(f, &t, row, f->H, l->projs[0].act_scale, 1.0f);
             } else if (tensor_kind(l->act_kind)) {
                 float m = f->K->amax(row, f->H);
@@ -356,7 +436,11 @@ static void step_tokens2(void *arg, int tid, int nt) {
     }
     while (next_range(f, f->T, &a, &b)) {
         for (size_t tok = a; tok < b; tok++) {
-            if (f->used[tok] && !f->bad[tok]) {
+            if (!f->used[tok] || f->bad[tok]) continue;
+            if (f->int8) {
+                code_row(f, f->xf + tok * f->H, f->H, 1.0f, f->ts1, f->xq + tok * f->H,
+                         &f->xs[tok]);
+            } else {
                 qdq_row(f, &t, f->xf + tok * f->H, f->H, 1.0f, f->ts1);
             }
         }
@@ -367,8 +451,12 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
     const moeq_moe *l = f->l;
     size_t r0 = (size_t)f->starts[it->e], M = (size_t)f->starts[it->e + 1] - r0;
     for (size_t m = 0; m < M; m++) {
-        size_t r = r0 + m;
-        t->xr[m] = f->per_row_x ? f->X + r * f->H : f->xf + ((size_t)f->order[r] / f->k) * f->H;
+        size_t r = r0 + m, tok = (size_t)f->order[r] / f->k;
+        t->xr[m] = f->per_row_x ? f->X + r * f->H : f->xf + tok * f->H;
+        if (f->int8) {
+            t->xc[m] = f->xq + tok * f->H;
+            t->xsc[m] = f->xs[tok];
+        }
     }
     const moeq__proj *pg = &l->projs[it->e * 3 + MOEQ__GATE], *pu = &l->projs[it->e * 3 + MOEQ__UP];
     const float *rows_g[MOEQ__GEMV_MAX], *rows_u[MOEQ__GEMV_MAX];
@@ -385,8 +473,13 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
             prefetch_cols(&pg->pk, (size_t)b + 1, 0, 2 * KB);
             prefetch_cols(&pu->pk, (size_t)b + 1, 0, 2 * KB);
         }
-        proj_block(f, t, pg, (size_t)b, M, t->xr, xg, t->Cg);
-        proj_block(f, t, pu, (size_t)b, M, t->xr, xu, t->Cu);
+        if (f->int8) {
+            proj_block_int(f, t, pg, (size_t)b, M, t->xc, t->xsc, t->Cg);
+            proj_block_int(f, t, pu, (size_t)b, M, t->xc, t->xsc, t->Cu);
+        } else {
+            proj_block(f, t, pg, (size_t)b, M, t->xr, xg, t->Cg);
+            proj_block(f, t, pu, (size_t)b, M, t->xr, xu, t->Cu);
+        }
         size_t j0 = (size_t)b * 16, nj = f->I - j0 < 16 ? f->I - j0 : 16;
         for (size_t m = 0; m < M; m++) {
             float *g = t->Cg + m * 16, *u = t->Cu + m * 16;
@@ -409,13 +502,23 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
 static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     const moeq_moe *l = f->l;
     size_t r0 = (size_t)f->starts[it->e], M = (size_t)f->starts[it->e + 1] - r0;
-    for (size_t m = 0; m < M; m++) t->xr[m] = f->A + (r0 + m) * f->I;
+    for (size_t m = 0; m < M; m++) {
+        t->xr[m] = f->A + (r0 + m) * f->I;
+        if (f->int8) {
+            t->xc[m] = f->aq + (r0 + m) * f->I;
+            t->xsc[m] = f->as[r0 + m];
+        }
+    }
     const moeq__proj *pd = &l->projs[it->e * 3 + MOEQ__DOWN];
     const float *rows[MOEQ__GEMV_MAX];
     const float *const *xg = gemv_rows(f, t, pd, M, t->xr, 0, rows);
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
         if (M > MOEQ__GEMV_MAX && l->all_packed) prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB);
-        proj_block(f, t, pd, (size_t)b, M, t->xr, xg, t->Cg);
+        if (f->int8) {
+            proj_block_int(f, t, pd, (size_t)b, M, t->xc, t->xsc, t->Cg);
+        } else {
+            proj_block(f, t, pd, (size_t)b, M, t->xr, xg, t->Cg);
+        }
         size_t h0 = (size_t)b * 16, nh = f->H - h0 < 16 ? f->H - h0 : 16;
         for (size_t m = 0; m < M; m++) {
             float *y = f->Y + (r0 + m) * f->H + h0;
@@ -472,9 +575,17 @@ static void step_quant_a(void *arg, int tid, int nt) {
     while (next_range(f, f->rows, &a, &b))
         for (size_t r = a; r < b; r++) {
             /* per-tensor kinds found their bad rows in step_amax_a */
-            if (tensor_kind(f->l->act_kind) ? f->row_bad[r] : check_row_a(f, r)) continue;
+            if (tensor_kind(f->l->act_kind) ? f->row_bad[r] : check_row_a(f, r)) {
+                if (f->int8) zero_codes(f->aq + r * f->I, f->I, &f->as[r]);
+                continue;
+            }
             const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
-            qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
+            if (f->int8) {
+                code_row(f, f->A + r * f->I, f->I, pd->act_scale, f->ts2, f->aq + r * f->I,
+                         &f->as[r]);
+            } else {
+                qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
+            }
         }
 }
 
@@ -613,6 +724,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     int nt = moeq__pool_threads(ctx->pool);
     f.nt = nt;
     f.per_row_x = l->act_kind == MOEQ__ACT_NVFP4;
+    f.int8 = l->int8_dot;
 
     /* Bucket first (its arrays come first in the scratch) to learn the sizes. */
     size_t nblk = (f.I + 15) / 16 + (f.H + 15) / 16;
@@ -655,7 +767,11 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     size_t at_xf = head, at_x = at_xf + up64(f.T * f.H * 4);
     size_t at_a = at_x + (f.per_row_x ? up64(f.rows * f.H * 4) : 0);
     size_t at_y = at_a + up64(f.rows * f.I * 4);
-    size_t at_t = at_y + up64(f.rows * f.H * 4);
+    size_t at_q = at_y + up64(f.rows * f.H * 4); /* int8: xq, aq, xs, as */
+    size_t q_bytes = f.int8 ? up64(f.T * f.H * 2) + up64(f.rows * f.I * 2) + up64(f.T * 4) +
+                                  up64(f.rows * 4)
+                            : 0;
+    size_t at_t = at_q + q_bytes;
     size_t total = at_t + (size_t)nt * f.tstride + 64;
     base = moeq__ctx_scratch(ctx, total); /* may move: recompute the head pointers */
     if (!base) goto nomem;
@@ -667,6 +783,16 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         f.X = f.per_row_x ? (float *)(void *)(base + at_x) : NULL;
         f.A = (float *)(void *)(base + at_a);
         f.Y = (float *)(void *)(base + at_y);
+        if (f.int8) {
+            uint8_t *q = base + at_q;
+            f.xq = (int16_t *)(void *)q;
+            q += up64(f.T * f.H * 2);
+            f.aq = (int16_t *)(void *)q;
+            q += up64(f.rows * f.I * 2);
+            f.xs = (float *)(void *)q;
+            q += up64(f.T * 4);
+            f.as = (float *)(void *)q;
+        }
         uint8_t *tb = base + at_t;
         f.tbase = tb + ((64 - ((uintptr_t)tb & 63u)) & 63u);
 

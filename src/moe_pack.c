@@ -12,6 +12,10 @@
  * for bf16/f16 group scales).  Otherwise (some projection has zero points,
  * g_idx, sizes that are not multiples of 8, ...) the originals stay for the
  * projections that need them and the packed copies come on top.
+ *
+ * A layer with int8 activations whose projections all packed as I8 is
+ * marked int8_dot: its fast forward keeps activations as codes and
+ * multiplies them with the weight codes in integers.
  */
 #include "moe.h"
 
@@ -97,6 +101,14 @@ moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
     }
     moeq__free(packed);
     l->all_packed = all;
+    /* Int8 activations on int8 codes: integer products (kernels.h, idot). */
+    bool int8_act = l->act_kind == MOEQ__ACT_INT8_TOKEN || l->act_kind == MOEQ__ACT_INT8_TENSOR ||
+                    l->act_kind == MOEQ__ACT_INT8_STATIC;
+    l->int8_dot = all && int8_act;
+    for (size_t i = 0; i < n && l->int8_dot; i++) {
+        const moeq__packed *pk = &l->projs[i].pk;
+        l->int8_dot = pk->code == MOEQ__PK_I8 && pk->gsize <= MOEQ__IDOT_KMAX;
+    }
     if (all) {
         for (uint32_t i = 0; i < l->n_params; i++) {
             moeq__free(l->params[i].pub.data);

@@ -91,6 +91,10 @@ static const moe_case k_cases[] = {
      2e-3},
     {"w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}", "{\"num_bits\":8}", "int-quantized",
      0, 0, 2e-3},
+    {"w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}",
+     "{\"num_bits\":8,\"strategy\":\"tensor\",\"dynamic\":true}", "int-quantized", 0, 0, 2e-3},
+    {"w8a8_int8", "{\"num_bits\":8,\"strategy\":\"group\",\"group_size\":32}", TOKEN_I8,
+     "int-quantized", 0, 0, 2e-3},
     {"w4a8_int8", GROUP128, TOKEN_I8, "pack-quantized", 0, 0, 2e-3},
     {"w4a8_fp8", GROUP128, TOKEN_F8, "int-quantized", 0, 0, 2e-3},
     {"npu_w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}", TOKEN_I8, "int-quantized", 1, 0,
@@ -135,6 +139,7 @@ typedef struct built {
 enum {
     ACT_NONE,
     ACT_I8_TOKEN,
+    ACT_I8_TENSOR,
     ACT_I8_STATIC,
     ACT_F8_TOKEN,
     ACT_F8_TENSOR,
@@ -146,7 +151,10 @@ enum {
 
 static int32_t act_kind_of(const moeq_quant_args *a) {
     if (!a) return ACT_NONE;
-    if (a->type == MOEQ_QTYPE_INT) return a->dynamic ? ACT_I8_TOKEN : ACT_I8_STATIC;
+    if (a->type == MOEQ_QTYPE_INT) {
+        if (!a->dynamic) return ACT_I8_STATIC;
+        return a->strategy == MOEQ_STRATEGY_TENSOR ? ACT_I8_TENSOR : ACT_I8_TOKEN;
+    }
     if (a->num_bits == 4) return a->dynamic == MOEQ_DYNAMIC_LOCAL ? ACT_NVFP4 : ACT_MXFP4;
     if (!a->dynamic) return ACT_F8_STATIC;
     if (a->strategy == MOEQ_STRATEGY_TOKEN) return ACT_F8_TOKEN;
@@ -329,8 +337,9 @@ static void free_built(built *b) {
 
 /* ---- the test's own float64 reference ------------------------------------------------ */
 
-/* Quantizes then dequantizes one row as the scheme's activations are. */
-static void ref_act(const built *b, int which, float *x, size_t k, float tensor_scale) {
+/* Quantizes then dequantizes one row as the scheme's activations are
+ * (tensor_amax: the largest |value| of all rows, for the per-tensor kinds). */
+static void ref_act(const built *b, int which, float *x, size_t k, float tensor_amax) {
     uint8_t codes[2 * H];
     float s[H];
     switch (b->act_kind) {
@@ -342,13 +351,21 @@ static void ref_act(const built *b, int which, float *x, size_t k, float tensor_
             moeq__actq_int8_static_ref(x, k, b->act_scale[which], 0, (int8_t *)codes);
             moeq__actdq_int8_ref((int8_t *)codes, 1, k, &b->act_scale[which], 0, k, NULL, x);
             break;
+        case ACT_I8_TENSOR: {
+            float sc = fmaxf(tensor_amax, MOEQ__ACT_INT8_EPS) / 127.0f;
+            moeq__actq_int8_static_ref(x, k, sc, 0, (int8_t *)codes);
+            moeq__actdq_int8_ref((int8_t *)codes, 1, k, &sc, 0, k, NULL, x);
+            break;
+        }
         case ACT_F8_TOKEN:
             moeq__actq_fp8_token_ref(x, 1, k, codes, s);
             moeq__actdq_fp8_ref(codes, 1, k, s, 1, k, x);
             break;
         case ACT_F8_TENSOR:
         case ACT_F8_STATIC: {
-            float sc = b->act_kind == ACT_F8_STATIC ? b->act_scale[which] : tensor_scale;
+            float sc = b->act_kind == ACT_F8_STATIC
+                           ? b->act_scale[which]
+                           : fmaxf(tensor_amax, MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX;
             moeq__actq_fp8_static_ref(x, k, sc, codes);
             moeq__actdq_fp8_ref(codes, 1, k, &sc, 0, k, x);
             break;
@@ -404,11 +421,10 @@ static void reference(const built *b, const float *x, const int32_t *ids, const 
         memcpy(x_rows[p], x + (p / K) * H, sizeof x_rows[p]);
         for (int h = 0; h < H; h++) amax_x = fmaxf(amax_x, fabsf(x_rows[p][h]));
     }
-    float ts_x = fmaxf(amax_x, 1e-12f) / 448.0f;
     for (int p = 0; p < T * K; p++) {
         int e = ids[p];
         if (map && map[e] < 0) continue;
-        ref_act(b, 0, x_rows[p], H, ts_x);
+        ref_act(b, 0, x_rows[p], H, amax_x);
         for (int j = 0; j < I; j++) {
             double g = b->bias[e][0] ? b->bias[e][0][j] : 0,
                    u = b->bias[e][1] ? b->bias[e][1][j] : 0;
@@ -420,13 +436,12 @@ static void reference(const built *b, const float *x, const int32_t *ids, const 
             amax_a = fmaxf(amax_a, fabsf(a_rows[p][j]));
         }
     }
-    float ts_a = fmaxf(amax_a, 1e-12f) / 448.0f;
     for (int t = 0; t < T; t++) {
         for (int h = 0; h < H; h++) out[t * H + h] = 0;
         for (int k = 0; k < K; k++) {
             int p = t * K + k, e = ids[p];
             if (map && map[e] < 0) continue;
-            ref_act(b, 1, a_rows[p], I, ts_a);
+            ref_act(b, 1, a_rows[p], I, amax_a);
             for (int h = 0; h < H; h++) {
                 double y = b->bias[e][2] ? b->bias[e][2][h] : 0;
                 for (int j = 0; j < I; j++) y += (double)a_rows[p][j] * b->w[e][2][h * I + j];
@@ -505,11 +520,18 @@ END_TEST
 
 /* The fast path against the reference forward (force_ref) on few and many
  * rows per expert; 1, 2 and 3 threads give identical bits; the portable
- * kernels (what CPUs without AVX2 run) agree too. */
+ * kernels (what CPUs without AVX2 run) agree too.  Int8 activations on int8
+ * weights take the integer path, whose token results do not depend on the
+ * batch (unless one scale spans the batch). */
 START_TEST(test_fast_vs_reference) {
     const moe_case *c = &k_cases[_i];
     built b;
     build(c, NULL, 0, NULL, &b);
+    const bool int8_dot = strstr(c->scheme, "w8a8_int8") != NULL;
+    ck_assert_msg(b.layer->int8_dot == int8_dot, "%s (case %d): int8_dot %d", c->scheme, _i,
+                  (int)b.layer->int8_dot);
+    const bool batch_invariant = int8_dot && b.layer->act_kind != MOEQ__ACT_INT8_TENSOR;
+    static float y_first[H];
     enum { TB = 45 };
     static float xb[TB * H];
     static int32_t ids[TB * K];
@@ -550,6 +572,12 @@ START_TEST(test_fast_vs_reference) {
                       "%s (case %d, %d tokens): 1 and 2 threads differ", c->scheme, _i, n);
         ck_assert_msg(memcmp(y[0], y[2], sizeof(float) * (size_t)(n * H)) == 0,
                       "%s (case %d, %d tokens): 1 and 3 threads differ", c->scheme, _i, n);
+        if (ti == 0) memcpy(y_first, y[0], sizeof y_first);
+        if (batch_invariant) {
+            ck_assert_msg(memcmp(y_first, y[0], sizeof y_first) == 0,
+                          "%s (case %d): token 0 differs alone and among %d tokens", c->scheme, _i,
+                          n);
+        }
         double ref_d[TB * H];
         for (int i = 0; i < n * H; i++) ref_d[i] = y_ref[i];
         double e = rel_error(y[0], ref_d, (size_t)(n * H));

@@ -5,9 +5,10 @@
  *     kind, scale storage, shape and tail;
  *   - the portable table's panel equals the reference dequantization;
  *   - every entry of the SIMD table equals the portable one bit for bit
- *     (panel, gemv for 1-4 tokens, tile for 1-6 tokens and any length,
- *     amax and the activation quantize-dequantize steps, special values
- *     included); skipped where the CPU has no AVX2/FMA/F16C.
+ *     (panel, gemv for 1-4 tokens, tile and idot for 1-6 tokens and any
+ *     length, amax, the activation quantize-dequantize steps and int8
+ *     activation codes, special values included); skipped where the CPU
+ *     has no AVX2/FMA/F16C.
  */
 #include "test_util.h"
 #include "kernels.h"
@@ -177,6 +178,60 @@ static const shape k_shapes[] = {
     {33, 256, 128}, {40, 200, 200}, {16, 768, 128},
 };
 
+/* idot on I8 blocks: the portable kernel is the exact integer dot product of
+ * the stored codes with activation codes (the extremes -128 and 127 among
+ * them), over a whole row and over two windows accumulated; the SIMD kernel
+ * gives the same int32 values, for 1..6 tokens. */
+static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    int16_t *xq = malloc(sizeof(int16_t) * MOEQ__TILE_MAX * C);
+    for (size_t i = 0; i < MOEQ__TILE_MAX * C; i++) {
+        uint64_t u = rnd() % 16;
+        xq[i] = u == 0 ? -128 : u == 1 ? 127 : (int16_t)((int)(rnd() % 256) - 128);
+    }
+    const int16_t *xs[MOEQ__TILE_MAX];
+    for (size_t m = 0; m < MOEQ__TILE_MAX; m++) xs[m] = xq + m * C;
+    const size_t half = (C / 2) & ~(size_t)1;
+    for (size_t M = 1; M <= MOEQ__TILE_MAX; M++) {
+        for (size_t b = 0; b < pk->blocks; b++) {
+            int32_t cp[MOEQ__TILE_MAX * 20], cs[MOEQ__TILE_MAX * 20], cw[MOEQ__TILE_MAX * 20];
+            P->idot(pk, b, 0, C, M, xs, cp, 20, 0);
+            for (size_t m = 0; m < M; m++) {
+                for (size_t r = 0; r < 16; r++) {
+                    int64_t d = 0;
+                    if (b * 16 + r < pk->rows) {
+                        for (size_t c = 0; c < C; c++) {
+                            d += (int64_t)moeq__pk_kv(pk, b * 16 + r, c) * xs[m][c];
+                        }
+                    }
+                    ck_assert_msg(cp[m * 20 + r] == d, "idot M=%zu row %zu: %d vs %lld", M,
+                                  b * 16 + r, cp[m * 20 + r], (long long)d);
+                }
+            }
+            P->idot(pk, b, 0, half, M, xs, cw, 20, 0);
+            P->idot(pk, b, half, C - half, M, xs, cw, 20, 1);
+            for (size_t m = 0; m < M; m++) {
+                ck_assert_msg(memcmp(cp + m * 20, cw + m * 20, 16 * sizeof(int32_t)) == 0,
+                              "idot in two windows differs (M=%zu shape %zu)", M, si);
+            }
+            if (!S) continue;
+            S->idot(pk, b, 0, C, M, xs, cs, 20, 0);
+            for (size_t m = 0; m < M; m++) {
+                ck_assert_msg(memcmp(cp + m * 20, cs + m * 20, 16 * sizeof(int32_t)) == 0,
+                              "%s idot M=%zu differs (shape %zu block %zu)", S->name, M, si, b);
+            }
+            S->idot(pk, b, 0, half, M, xs, cs, 20, 0);
+            S->idot(pk, b, half, C - half, M, xs, cs, 20, 1);
+            for (size_t m = 0; m < M; m++) {
+                ck_assert_msg(memcmp(cp + m * 20, cs + m * 20, 16 * sizeof(int32_t)) == 0,
+                              "%s idot in two windows differs (M=%zu shape %zu)", S->name, M,
+                              si);
+            }
+        }
+    }
+    free(xq);
+}
+
 /* Packing keeps values; the portable panel is the reference dequantization;
  * the SIMD panel and gemv equal the portable ones. */
 START_TEST(test_packed_kernels) {
@@ -293,6 +348,7 @@ START_TEST(test_packed_kernels) {
                 }
             }
         }
+        if (s.pk.code == MOEQ__PK_I8) check_idot(&s.pk, C, si);
         free(x);
         free(prep);
         free(prep_s);
@@ -417,6 +473,23 @@ START_TEST(test_activation_kernels) {
             P->qdq_int8(x, n, s8 * 0.01f, a);
             S->qdq_int8(x, n, s8 * 0.01f, b);
             same_floats(a, b, n, "qdq_int8 saturating");
+            /* the codes: equal, and code * s is what qdq_int8 gives */
+            for (int sat = 0; sat < 2; sat++) {
+                static int16_t qp[2048], qs[2048];
+                const float sc = sat ? s8 * 0.01f : s8;
+                P->q_int8(x, n, sc, qp);
+                S->q_int8(x, n, sc, qs);
+                ck_assert_msg(memcmp(qp, qs, n * sizeof(int16_t)) == 0, "q_int8 differs (n %zu)",
+                              n);
+                P->qdq_int8(x, n, sc, a);
+                for (size_t i = 0; i < n; i++) {
+                    ck_assert_int_ge(qp[i], -128);
+                    ck_assert_int_le(qp[i], 127);
+                    ck_assert_msg(bits((float)qp[i] * sc) == bits(a[i]),
+                                  "q_int8 code %d * %a != qdq %a (element %zu of %zu)", qp[i],
+                                  (double)sc, (double)a[i], i, n);
+                }
+            }
             if (n % 16 == 0) {
                 float gsc = (float)(ldexp(1.0, (int)(rnd() % 20)) * (0.5 + uni()));
                 P->qdq_nvfp4(x, n, gsc, a);

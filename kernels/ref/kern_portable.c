@@ -88,6 +88,20 @@ static void tile(const float *P, size_t nk, size_t M, const float *const *x, flo
     }
 }
 
+static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
+                 const int16_t *const *x, int32_t *C, size_t ldc, int accumulate) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    for (size_t m = 0; m < M; m++) {
+        for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+            int32_t acc = accumulate ? C[m * ldc + r] : 0;
+            for (size_t k = k0; k < k0 + nk; k++) {
+                acc += (int32_t)(int8_t)bc[k * MOEQ__PK_ROWS + r] * x[m][k];
+            }
+            C[m * ldc + r] = acc;
+        }
+    }
+}
+
 static float amax(const float *x, size_t n) {
     float m = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -105,6 +119,15 @@ static void qdq_int8(const float *x, size_t n, float s, float *out) {
         const size_t len = n - i < CHUNK ? n - i : CHUNK;
         moeq__actq_int8_static_ref(x + i, len, s, 0, q);
         moeq__actdq_int8_ref(q, 1, len, &s, 0, len, NULL, out + i);
+    }
+}
+
+static void q_int8(const float *x, size_t n, float s, int16_t *q) {
+    int8_t c[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        const size_t len = n - i < CHUNK ? n - i : CHUNK;
+        moeq__actq_int8_static_ref(x + i, len, s, 0, c);
+        for (size_t j = 0; j < len; j++) q[i + j] = c[j];
     }
 }
 
@@ -155,6 +178,8 @@ const moeq__kern moeq__kern_portable = {
     .gemv = gemv,
     .i4_prep = i4_prep,
     .tile = tile,
+    .idot = idot,
+    .q_int8 = q_int8,
     .amax = amax,
     .qdq_int8 = qdq_int8,
     .qdq_fp8 = qdq_fp8,

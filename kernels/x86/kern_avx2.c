@@ -694,6 +694,68 @@ static void tile(const float *P, size_t nk, size_t M, const float *const *x, flo
     }
 }
 
+/* ---- idot: int8 codes times int8 activation codes, exact int32 sums ----------------- */
+
+/* Two columns of a block (16 rows each) interleaved into int16 pairs, rows
+ * 0-7 in w0 and 8-15 in w1, so one vpmaddwd against a broadcast pair of
+ * activation codes adds both columns' products for 8 rows. */
+AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const int16_t *const *x, int32_t *C,
+                  size_t ldc, int accumulate, const int M) {
+    const __m256i z = _mm256_setzero_si256();
+    __m256i a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z, a40 = z,
+            a41 = z, a50 = z, a51 = z;
+    const int16_t *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
+                  *x3 = M > 3 ? x[3] : x0, *x4 = M > 4 ? x[4] : x0, *x5 = M > 5 ? x[5] : x0;
+#define LD(m, a, b)                                                                                \
+    if (M > m) {                                                                                   \
+        a = _mm256_loadu_si256((const __m256i *)(C + (size_t)(m)*ldc));                            \
+        b = _mm256_loadu_si256((const __m256i *)(C + (size_t)(m)*ldc + 8));                        \
+    }
+    if (accumulate) {
+        LD(0, a00, a01)
+        LD(1, a10, a11) LD(2, a20, a21) LD(3, a30, a31) LD(4, a40, a41) LD(5, a50, a51)
+    }
+#undef LD
+    for (size_t k = k0; k < k0 + nk; k += 2) {
+        const __m128i c0 = _mm_loadu_si128((const __m128i *)(bc + k * MOEQ__PK_ROWS));
+        const __m128i c1 = _mm_loadu_si128((const __m128i *)(bc + k * MOEQ__PK_ROWS + 16));
+        const __m256i w0 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(c0, c1));
+        const __m256i w1 = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(c0, c1));
+#define ROW(m, xp, a, b)                                                                           \
+    if (M > m) {                                                                                   \
+        int32_t pair_;                                                                             \
+        memcpy(&pair_, (xp) + k, sizeof pair_);                                                    \
+        const __m256i xb_ = _mm256_set1_epi32(pair_);                                              \
+        a = _mm256_add_epi32(a, _mm256_madd_epi16(w0, xb_));                                       \
+        b = _mm256_add_epi32(b, _mm256_madd_epi16(w1, xb_));                                       \
+    }
+        ROW(0, x0, a00, a01)
+        ROW(1, x1, a10, a11) ROW(2, x2, a20, a21) ROW(3, x3, a30, a31) ROW(4, x4, a40, a41)
+            ROW(5, x5, a50, a51)
+#undef ROW
+    }
+#define ST(m, a, b)                                                                                \
+    if (M > m) {                                                                                   \
+        _mm256_storeu_si256((__m256i *)(C + (size_t)(m)*ldc), a);                                  \
+        _mm256_storeu_si256((__m256i *)(C + (size_t)(m)*ldc + 8), b);                              \
+    }
+    ST(0, a00, a01) ST(1, a10, a11) ST(2, a20, a21) ST(3, a30, a31) ST(4, a40, a41) ST(5, a50, a51)
+#undef ST
+}
+
+static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
+                 const int16_t *const *x, int32_t *C, size_t ldc, int accumulate) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    switch (M) {
+        case 1: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 1); break;
+        case 2: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 2); break;
+        case 3: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 3); break;
+        case 4: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 4); break;
+        case 5: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 5); break;
+        default: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 6); break;
+    }
+}
+
 /* ---- activations ------------------------------------------------------------------ */
 
 AI __m256 absps(__m256 v) {
@@ -738,6 +800,21 @@ static void qdq_int8(const float *x, size_t n, float s, float *out) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, qdq_int8_v(_mm256_loadu_ps(x + i), sv));
     if (i < n) moeq__kern_portable.qdq_int8(x + i, n - i, s, out + i);
+}
+
+static void q_int8(const float *x, size_t n, float s, int16_t *q) {
+    const __m256 sv = _mm256_set1_ps(s);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), sv);
+        const __m256 ord = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
+        __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
+        const __m256i c = _mm256_cvtps_epi32(_mm256_and_ps(r, ord)); /* NaN -> 0 */
+        _mm_storeu_si128((__m128i *)(q + i), _mm_packs_epi32(_mm256_castsi256_si128(c),
+                                                             _mm256_extracti128_si256(c, 1)));
+    }
+    if (i < n) moeq__kern_portable.q_int8(x + i, n - i, s, q + i);
 }
 
 /* |v| (already <= 448) rounded to the E4M3 grid, half to even. */
@@ -933,6 +1010,8 @@ const moeq__kern moeq__kern_avx2 = {
     .gemv = gemv,
     .i4_prep = i4_prep,
     .tile = tile,
+    .idot = idot,
+    .q_int8 = q_int8,
     .amax = amax,
     .qdq_int8 = qdq_int8,
     .qdq_fp8 = qdq_fp8,

@@ -107,6 +107,17 @@ int main(int argc, char **argv) {
     const int16_t *xq_rows[6];
     for (size_t m = 0; m < 6; m++) xq_rows[m] = xq + m * cols;
     int32_t yi[6 * 16];
+    int8_t *f4v = malloc(2 * 6 * cols);
+    float *f4s = malloc(sizeof(float) * 6 * (cols / 16));
+    int16_t *f4sum = malloc(sizeof(int16_t) * 6 * (cols / 16));
+    moeq__fp4row f4[6];
+    for (size_t m = 0; m < 6; m++) {
+        K->q_nvfp4(xp[m], cols, 1000.0f, f4v + 2 * m * cols, f4s + m * (cols / 16),
+                   f4sum + m * (cols / 16));
+        f4[m].v = f4v + 2 * m * cols;
+        f4[m].sc = f4s + m * (cols / 16);
+        f4[m].sum12 = f4sum + m * (cols / 16);
+    }
     for (size_t ki = 0; ki < 6; ki++) {
         int kind = kinds[ki];
         size_t gs = ki == 4 ? 16 : ki == 5 ? 32 : 128;
@@ -141,6 +152,21 @@ int main(int argc, char **argv) {
                 printf("%-5s %-4s gemv M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GFLOP/s\n",
                        names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best / 1e9,
                        bytes / best / 1e9, 2.0 * M * rows * cols / best / 1e9);
+            }
+            if (ki == 4) { /* NVFP4 activation codes, integer group sums */
+                for (size_t M = 1; M <= 6; M++) {
+                    int reps = cold ? 3 : 200;
+                    double best = 1e300;
+                    for (int r = 0; r < reps; r++) {
+                        double t0 = bench_now();
+                        for (size_t b = 0; b < w.pk.blocks; b++) K->fdot(&w.pk, b, M, f4, y, 16);
+                        double dt = bench_now() - t0;
+                        best = dt < best ? dt : best;
+                    }
+                    printf("%-5s %-4s fdot M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GOP/s\n",
+                           names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best / 1e9,
+                           bytes / best / 1e9, 2.0 * M * rows * cols / best / 1e9);
+                }
             }
             if (w.pk.code == MOEQ__PK_I8) { /* int8 activation codes, exact int32 sums */
                 for (size_t M = 1; M <= 6; M++) {
@@ -262,6 +288,9 @@ int main(int argc, char **argv) {
     free(P);
     free(x);
     free(xq);
+    free(f4v);
+    free(f4s);
+    free(f4sum);
     free(xprep);
     return 0;
 }

@@ -485,6 +485,16 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
 #define MOEQ__TILE_MAX 6 /* tokens per tile or idot call */
 #define MOEQ__IDOT_KMAX 131070 /* columns per idot call: the int32 sums cannot overflow */
 
+/* A row of NVFP4 activation codes as fdot reads it (cols a multiple of 16). */
+typedef struct moeq__fp4row {
+    /* [2 * cols]: 2 * the E2M1 value of each code, in [-12, 12], columns in
+     * pairs and each pair written twice (bytes 4j..4j+3 hold columns 2j,
+     * 2j + 1, 2j, 2j + 1: one 32-bit broadcast feeds a pair to every row) */
+    const int8_t *v;
+    const float *sc;      /* [cols / 16]: the E4M3 value of each group's local scale */
+    const int16_t *sum12; /* [cols / 16]: 12 * the sum of the group's v */
+} moeq__fp4row;
+
 typedef struct moeq__kern {
     const char *name;
     /* P[k - k0][r] = kv * ks of row blk*16 + r, column k, for k in [k0, k0 + nk);
@@ -519,6 +529,22 @@ typedef struct moeq__kern {
      * nk <= MOEQ__IDOT_KMAX, so every sum is exact and the same in any order. */
     void (*idot)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
                  const int16_t *const *x, int32_t *C, size_t ldc, int accumulate);
+    /* Integer products for NVFP4 activations on NVFP4 weights (W4A4): pk holds
+     * E2M1 codes (NIB, lut = the E2M1 values) with E4M3_DIV scales and
+     * gsize 16.  For m < M (any number), r < 16:
+     *   y[m*ldy + r] = acc after, for each group g in order,
+     *   acc = fma(float(S_g), ws_g * x[m].sc[g], acc) from acc = 0,
+     * where S_g = sum over the group's k of (2 * kv) * (x[m]'s v of column k), exact in
+     * integers, and ws_g = e4m3(b) * 2^-8 (the scale gemv applies undivided).
+     * The caller divides by gdiv * 2^-8 * 4 * (the activations' global scale).
+     * Bit-identical across tables. */
+    void (*fdot)(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
+                 size_t ldy);
+    /* One row of n values (n a multiple of 16) quantized to NVFP4 with global
+     * scale gsc exactly as moeq__actq_nvfp4_ref does, written as fdot reads
+     * it: v (2 * e2m1 of each code, in doubled pairs), sc[g] = e4m3(scale
+     * byte g), sum12[g]. */
+    void (*q_nvfp4)(const float *x, size_t n, float gsc, int8_t *v, float *sc, int16_t *sum12);
     /* q[i] = clamp(round_half_even(x[i] / s), -128, 127), NaN -> 0: the int8
      * code qdq_int8 multiplies by s (moeq__actq_int8_static_ref, zero point 0). */
     void (*q_int8)(const float *x, size_t n, float s, int16_t *q);

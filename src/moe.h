@@ -88,6 +88,8 @@ struct moeq_moe {
     bool all_packed;   /* every projection is PACKED (moe_pack.c) */
     bool int8_dot;     /* int8 activations and every projection I8-packed: the fast
                           forward multiplies codes in integers (moe_fast.c) */
+    bool fp4_dot;      /* NVFP4 activations and weights (E2M1, E4M3 / global scales,
+                          groups of 16) throughout: likewise, with fdot */
     moeq__block *blocks;
 };
 

@@ -89,6 +89,10 @@ typedef struct fast {
     bool int8;           /* l->int8_dot: activations as codes, integer products */
     int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
     float *xs, *as;      /* int8: their scales, [T] and [rows] */
+    bool fp4;            /* l->fp4_dot: NVFP4 activations as codes, fdot */
+    int8_t *x4v, *a4v;   /* fp4: codes per row (fdot's doubled pairs), [rows, 2H], [rows, 2I] */
+    float *x4s, *a4s;    /* fp4: group scales, [rows, H / 16], [rows, I / 16] */
+    int16_t *x4u, *a4u;  /* fp4: 12 x group sums, likewise */
     float ts1, ts2;
     float *partial; /* [threads] */
     const item *items;
@@ -111,6 +115,7 @@ typedef struct tscratch {
     const int16_t **xc;     /* [mmax]: int8 path, rows of codes */
     int32_t *Ci;            /* [mmax, 16]: int8 path, integer sums */
     float *xsc;             /* [mmax]: int8 path, the rows' activation scales */
+    moeq__fp4row *f4;       /* [mmax]: fp4 path, the rows' codes */
     float *xp;              /* [2][MOEQ__GEMV_MAX][maxk + maxk / 8]: rows made by i4_prep */
     float *ybuf;            /* [H] */
     void *codes;            /* activation codes for the reference quantizers */
@@ -132,6 +137,7 @@ static size_t tscratch_size(const fast *f) {
            (f->l->all_packed ? 0 : up64(16 * maxk * sizeof(float))) +
            2 * up64(f->mmax * 16 * sizeof(float)) + 3 * up64(f->mmax * sizeof(float *)) +
            up64(f->mmax * 16 * sizeof(int32_t)) + up64(f->mmax * sizeof(float)) +
+           up64(f->mmax * sizeof(moeq__fp4row)) +
            up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float)) +
            up64(f->H * sizeof(float)) + up64(moeq__act_codes_bound(1, maxk)) +
            up64((maxk + 2) * sizeof(float));
@@ -161,6 +167,8 @@ static tscratch tscratch_get(const fast *f, int tid) {
     p += up64(f->mmax * 16 * sizeof(int32_t));
     t.xsc = (float *)(void *)p;
     p += up64(f->mmax * sizeof(float));
+    t.f4 = (moeq__fp4row *)(void *)p;
+    p += up64(f->mmax * sizeof(moeq__fp4row));
     t.xp = (float *)(void *)p;
     p += up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float));
     t.ybuf = (float *)(void *)p;
@@ -240,6 +248,26 @@ static void code_row(const fast *f, const float *v, size_t n, float act_scale, f
     }
     f->K->q_int8(v, n, sc, q);
     *s = sc;
+}
+
+/* Row r of an fp4 code set (v, s, u with n columns per row). */
+static moeq__fp4row fp4_row(int8_t *v, float *s, int16_t *u, size_t n, size_t r) {
+    moeq__fp4row x = {v + r * 2 * n, s + r * (n / 16), u + r * (n / 16)};
+    return x;
+}
+
+/* The fp4 path's quantization of row r (gsc: the global scale), or for a
+ * bad row zeros (its output is NaN whatever they are; nothing reads memory
+ * no step wrote). */
+static void code_row_fp4(const fast *f, const float *x, size_t n, float gsc, int8_t *v, float *s,
+                         int16_t *u, size_t r, bool bad) {
+    if (bad) {
+        memset(v + r * 2 * n, 0, 2 * n);
+        memset(s + r * (n / 16), 0, n / 16 * sizeof(float));
+        memset(u + r * (n / 16), 0, n / 16 * sizeof(int16_t));
+        return;
+    }
+    f->K->q_nvfp4(x, n, gsc, v + r * 2 * n, s + r * (n / 16), u + r * (n / 16));
 }
 
 /* A bad row's codes (its output is NaN whatever they are): zeros, so that
@@ -372,6 +400,18 @@ static void proj_block_int(const fast *f, const tscratch *t, const moeq__proj *p
     }
 }
 
+/* The fp4 path's block: fdot's sums divided by gdiv * 2^-8 * 4 * the
+ * activations' global scale (kernels.h, fdot); as for the int8 path, a
+ * token's result does not depend on M. */
+static void proj_block_fp4(const fast *f, const moeq__proj *pj, size_t b, size_t M,
+                           const moeq__fp4row *x, float *C) {
+    const moeq__packed *pk = &pj->pk;
+    if (M > 1) prefetch_cols(pk, b + 1, 0, 2 * KB);
+    f->K->fdot(pk, b, M, x, C, 16);
+    const float d = pk->gdiv * 0x1p-8f * 4.0f * pj->act_scale;
+    for (size_t i = 0; i < M * 16; i++) C[i] = C[i] / d;
+}
+
 /* ---- the steps ---------------------------------------------------------------------- */
 
 /* x -> f32 per token (times the router weight on input), the expert-independent
@@ -426,10 +466,15 @@ static void step_tokens2(void *arg, int tid, int nt) {
         while (next_range(f, f->rows, &a, &b))
             for (size_t r = a; r < b; r++) {
                 size_t tok = (size_t)f->order[r] / f->k;
+                const moeq__proj *pg = &l->projs[f->row_expert[r] * 3];
+                if (f->fp4) {
+                    code_row_fp4(f, f->xf + tok * f->H, f->H, pg->act_scale, f->x4v, f->x4s,
+                                 f->x4u, r, f->bad[tok]);
+                    continue;
+                }
                 float *dst = f->X + r * f->H;
                 memcpy(dst, f->xf + tok * f->H, f->H * sizeof(float));
                 if (f->bad[tok]) continue;
-                const moeq__proj *pg = &l->projs[f->row_expert[r] * 3];
                 qdq_row(f, &t, dst, f->H, pg->act_scale, f->ts1);
             }
         return;
@@ -452,11 +497,13 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
     size_t r0 = (size_t)f->starts[it->e], M = (size_t)f->starts[it->e + 1] - r0;
     for (size_t m = 0; m < M; m++) {
         size_t r = r0 + m, tok = (size_t)f->order[r] / f->k;
-        t->xr[m] = f->per_row_x ? f->X + r * f->H : f->xf + tok * f->H;
+        /* fp4 keeps no f32 copy of a row (X is NULL): only codes */
+        t->xr[m] = !f->per_row_x ? f->xf + tok * f->H : f->X ? f->X + r * f->H : NULL;
         if (f->int8) {
             t->xc[m] = f->xq + tok * f->H;
             t->xsc[m] = f->xs[tok];
         }
+        if (f->fp4) t->f4[m] = fp4_row(f->x4v, f->x4s, f->x4u, f->H, r);
     }
     const moeq__proj *pg = &l->projs[it->e * 3 + MOEQ__GATE], *pu = &l->projs[it->e * 3 + MOEQ__UP];
     const float *rows_g[MOEQ__GEMV_MAX], *rows_u[MOEQ__GEMV_MAX];
@@ -476,6 +523,9 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
         if (f->int8) {
             proj_block_int(f, t, pg, (size_t)b, M, t->xc, t->xsc, t->Cg);
             proj_block_int(f, t, pu, (size_t)b, M, t->xc, t->xsc, t->Cu);
+        } else if (f->fp4) {
+            proj_block_fp4(f, pg, (size_t)b, M, t->f4, t->Cg);
+            proj_block_fp4(f, pu, (size_t)b, M, t->f4, t->Cu);
         } else {
             proj_block(f, t, pg, (size_t)b, M, t->xr, xg, t->Cg);
             proj_block(f, t, pu, (size_t)b, M, t->xr, xu, t->Cu);
@@ -508,6 +558,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
             t->xc[m] = f->aq + (r0 + m) * f->I;
             t->xsc[m] = f->as[r0 + m];
         }
+        if (f->fp4) t->f4[m] = fp4_row(f->a4v, f->a4s, f->a4u, f->I, r0 + m);
     }
     const moeq__proj *pd = &l->projs[it->e * 3 + MOEQ__DOWN];
     const float *rows[MOEQ__GEMV_MAX];
@@ -516,6 +567,8 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
         if (M > MOEQ__GEMV_MAX && l->all_packed) prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB);
         if (f->int8) {
             proj_block_int(f, t, pd, (size_t)b, M, t->xc, t->xsc, t->Cg);
+        } else if (f->fp4) {
+            proj_block_fp4(f, pd, (size_t)b, M, t->f4, t->Cg);
         } else {
             proj_block(f, t, pd, (size_t)b, M, t->xr, xg, t->Cg);
         }
@@ -575,11 +628,17 @@ static void step_quant_a(void *arg, int tid, int nt) {
     while (next_range(f, f->rows, &a, &b))
         for (size_t r = a; r < b; r++) {
             /* per-tensor kinds found their bad rows in step_amax_a */
+            const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
             if (tensor_kind(f->l->act_kind) ? f->row_bad[r] : check_row_a(f, r)) {
                 if (f->int8) zero_codes(f->aq + r * f->I, f->I, &f->as[r]);
+                if (f->fp4) code_row_fp4(f, NULL, f->I, 0, f->a4v, f->a4s, f->a4u, r, true);
                 continue;
             }
-            const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
+            if (f->fp4) {
+                code_row_fp4(f, f->A + r * f->I, f->I, pd->act_scale, f->a4v, f->a4s, f->a4u, r,
+                             false);
+                continue;
+            }
             if (f->int8) {
                 code_row(f, f->A + r * f->I, f->I, pd->act_scale, f->ts2, f->aq + r * f->I,
                          &f->as[r]);
@@ -725,6 +784,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     f.nt = nt;
     f.per_row_x = l->act_kind == MOEQ__ACT_NVFP4;
     f.int8 = l->int8_dot;
+    f.fp4 = l->fp4_dot;
 
     /* Bucket first (its arrays come first in the scratch) to learn the sizes. */
     size_t nblk = (f.I + 15) / 16 + (f.H + 15) / 16;
@@ -765,12 +825,18 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     /* The rest of the scratch: buffers, then per-thread pieces. */
     f.tstride = up64(tscratch_size(&f));
     size_t at_xf = head, at_x = at_xf + up64(f.T * f.H * 4);
-    size_t at_a = at_x + (f.per_row_x ? up64(f.rows * f.H * 4) : 0);
+    size_t at_a = at_x + (f.per_row_x && !f.fp4 ? up64(f.rows * f.H * 4) : 0);
     size_t at_y = at_a + up64(f.rows * f.I * 4);
     size_t at_q = at_y + up64(f.rows * f.H * 4); /* int8: xq, aq, xs, as */
     size_t q_bytes = f.int8 ? up64(f.T * f.H * 2) + up64(f.rows * f.I * 2) + up64(f.T * 4) +
                                   up64(f.rows * 4)
                             : 0;
+    size_t at_q4 = at_q + q_bytes; /* fp4: x4v, a4v, x4s, a4s, x4u, a4u */
+    if (f.fp4) {
+        q_bytes += up64(f.rows * 2 * f.H) + up64(f.rows * 2 * f.I) + up64(f.rows * f.H / 16 * 4) +
+                   up64(f.rows * f.I / 16 * 4) + up64(f.rows * f.H / 16 * 2) +
+                   up64(f.rows * f.I / 16 * 2);
+    }
     size_t at_t = at_q + q_bytes;
     size_t total = at_t + (size_t)nt * f.tstride + 64;
     base = moeq__ctx_scratch(ctx, total); /* may move: recompute the head pointers */
@@ -780,7 +846,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         memset(f.bad, 0, f.T);
         memset(f.row_bad, 0, pairs);
         f.xf = (float *)(void *)(base + at_xf);
-        f.X = f.per_row_x ? (float *)(void *)(base + at_x) : NULL;
+        f.X = f.per_row_x && !f.fp4 ? (float *)(void *)(base + at_x) : NULL;
         f.A = (float *)(void *)(base + at_a);
         f.Y = (float *)(void *)(base + at_y);
         if (f.int8) {
@@ -792,6 +858,20 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
             f.xs = (float *)(void *)q;
             q += up64(f.T * 4);
             f.as = (float *)(void *)q;
+        }
+        if (f.fp4) {
+            uint8_t *q = base + at_q4;
+            f.x4v = (int8_t *)q;
+            q += up64(f.rows * 2 * f.H);
+            f.a4v = (int8_t *)q;
+            q += up64(f.rows * 2 * f.I);
+            f.x4s = (float *)(void *)q;
+            q += up64(f.rows * f.H / 16 * 4);
+            f.a4s = (float *)(void *)q;
+            q += up64(f.rows * f.I / 16 * 4);
+            f.x4u = (int16_t *)(void *)q;
+            q += up64(f.rows * f.H / 16 * 2);
+            f.a4u = (int16_t *)(void *)q;
         }
         uint8_t *tb = base + at_t;
         f.tbase = tb + ((64 - ((uintptr_t)tb & 63u)) & 63u);

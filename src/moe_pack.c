@@ -14,8 +14,9 @@
  * projections that need them and the packed copies come on top.
  *
  * A layer with int8 activations whose projections all packed as I8 is
- * marked int8_dot: its fast forward keeps activations as codes and
- * multiplies them with the weight codes in integers.
+ * marked int8_dot, one with NVFP4 activations and NVFP4 weights fp4_dot: its
+ * fast forward keeps activations as codes and multiplies them with the
+ * weight codes in integers.
  */
 #include "moe.h"
 
@@ -108,6 +109,16 @@ moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
     for (size_t i = 0; i < n && l->int8_dot; i++) {
         const moeq__packed *pk = &l->projs[i].pk;
         l->int8_dot = pk->code == MOEQ__PK_I8 && pk->gsize <= MOEQ__IDOT_KMAX;
+    }
+    /* NVFP4 on NVFP4 (kernels.h, fdot). */
+    l->fp4_dot = all && l->act_kind == MOEQ__ACT_NVFP4;
+    for (size_t i = 0; i < n && l->fp4_dot; i++) {
+        const moeq__packed *pk = &l->projs[i].pk;
+        l->fp4_dot = pk->code == MOEQ__PK_NIB && pk->scale_kind == MOEQ__PS_E4M3_DIV &&
+                     pk->gsize == 16;
+        for (uint8_t c = 0; c < 16 && l->fp4_dot; c++) {
+            l->fp4_dot = pk->lut[c] == moeq__e2m1_to_f32(c);
+        }
     }
     if (all) {
         for (uint32_t i = 0; i < l->n_params; i++) {

@@ -521,16 +521,20 @@ END_TEST
 /* The fast path against the reference forward (force_ref) on few and many
  * rows per expert; 1, 2 and 3 threads give identical bits; the portable
  * kernels (what CPUs without AVX2 run) agree too.  Int8 activations on int8
- * weights take the integer path, whose token results do not depend on the
- * batch (unless one scale spans the batch). */
+ * weights and NVFP4 on NVFP4 take the integer paths, whose token results do
+ * not depend on the batch (unless one scale spans the batch). */
 START_TEST(test_fast_vs_reference) {
     const moe_case *c = &k_cases[_i];
     built b;
     build(c, NULL, 0, NULL, &b);
     const bool int8_dot = strstr(c->scheme, "w8a8_int8") != NULL;
+    const bool fp4_dot = strcmp(c->scheme, "w4a4_nvfp4") == 0;
     ck_assert_msg(b.layer->int8_dot == int8_dot, "%s (case %d): int8_dot %d", c->scheme, _i,
                   (int)b.layer->int8_dot);
-    const bool batch_invariant = int8_dot && b.layer->act_kind != MOEQ__ACT_INT8_TENSOR;
+    ck_assert_msg(b.layer->fp4_dot == fp4_dot, "%s (case %d): fp4_dot %d", c->scheme, _i,
+                  (int)b.layer->fp4_dot);
+    const bool batch_invariant =
+        (int8_dot && b.layer->act_kind != MOEQ__ACT_INT8_TENSOR) || fp4_dot;
     static float y_first[H];
     enum { TB = 45 };
     static float xb[TB * H];

@@ -445,6 +445,106 @@ static void same_floats(const float *a, const float *b, size_t n, const char *wh
     }
 }
 
+/* fdot on NVFP4 weights (E2M1 codes, E4M3 / global scales, groups of 16)
+ * with NVFP4 activation rows: the portable kernel's terms are exact, so it
+ * is the float64 sum up to float rounding, and divided back it is the dot
+ * product of the dequantized weight and activations; the SIMD kernel gives
+ * the same bits, for 1..7 tokens and lengths across the 256-column windows. */
+START_TEST(test_fdot) {
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    g_rng = 0xFD07u;
+    static const shape shapes[] = {{1, 16, 16},   {15, 48, 16},  {16, 256, 16},
+                                   {33, 272, 16}, {40, 768, 16}, {17, 2048, 16}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape *sh = &shapes[si];
+        const size_t R = sh->rows, C = sh->cols, M = 7;
+        src_weight s;
+        make_weight(MOEQ__QW_E2M1, 4, R, C, 16, SK_E4M3_DIV, &s);
+        ck_assert(pack(&s));
+        ck_assert_int_eq(s.pk.code, MOEQ__PK_NIB);
+        ck_assert_int_eq(s.pk.scale_kind, MOEQ__PS_E4M3_DIV);
+        float *w = malloc(sizeof(float) * R * C), *x = malloc(sizeof(float) * M * C),
+              *xq = malloc(sizeof(float) * M * C);
+        moeq__dequant_ref(&s.w, 0, R, w);
+        int8_t *v = malloc(2 * M * C);
+        float *sc = malloc(sizeof(float) * M * (C / 16));
+        int16_t *sum12 = malloc(sizeof(int16_t) * M * (C / 16));
+        moeq__fp4row rows[7];
+        const float gsc = (float)(ldexp(1.0, (int)(rnd() % 12)) * (0.5 + uni()));
+        for (size_t m = 0; m < M; m++) {
+            act_values(x + m * C, C, 1.0f);
+            P->q_nvfp4(x + m * C, C, gsc, v + 2 * m * C, sc + m * (C / 16), sum12 + m * (C / 16));
+            P->qdq_nvfp4(x + m * C, C, gsc, xq + m * C);
+            rows[m].v = v + 2 * m * C;
+            rows[m].sc = sc + m * (C / 16);
+            rows[m].sum12 = sum12 + m * (C / 16);
+        }
+        const float d = s.pk.gdiv * 0x1p-8f * 4.0f * gsc;
+        for (size_t mm = 1; mm <= M; mm += 2) {
+            for (size_t b = 0; b < s.pk.blocks; b++) {
+                float yp[7 * 20], ys[7 * 20];
+                P->fdot(&s.pk, b, mm, rows, yp, 20);
+                for (size_t m = 0; m < mm; m++) {
+                    for (size_t r = 0; r < 16 && b * 16 + r < R; r++) {
+                        double dot = 0, mag = 0;
+                        for (size_t c = 0; c < C; c++) {
+                            const double t = (double)w[(b * 16 + r) * C + c] * xq[m * C + c];
+                            dot += t;
+                            mag += fabs(t);
+                        }
+                        const double got = (double)yp[m * 20 + r] / d;
+                        ck_assert_msg(fabs(got - dot) <= 1e-5 * mag + 1e-30,
+                                      "fdot shape %zu M=%zu row %zu: %g vs %g", si, mm, b * 16 + r,
+                                      got, dot);
+                    }
+                }
+                if (!S) continue;
+                S->fdot(&s.pk, b, mm, rows, ys, 20);
+                for (size_t m = 0; m < mm; m++) {
+                    ck_assert_msg(memcmp(yp + m * 20, ys + m * 20, 16 * sizeof(float)) == 0,
+                                  "%s fdot differs (shape %zu M=%zu block %zu token %zu)", S->name,
+                                  si, mm, b, m);
+                }
+            }
+        }
+        free(w);
+        free(x);
+        free(xq);
+        free(v);
+        free(sc);
+        free(sum12);
+        free_weight(&s);
+    }
+}
+END_TEST
+
+/* q_nvfp4: both tables write the same codes, scales and sums, and
+ * (v / 2) * (sc / gsc) is what qdq_nvfp4 gave (qdq, for that row). */
+static void check_q_nvfp4(const float *x, size_t n, float gsc, const float *qdq) {
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    static int8_t vp[4096], vs[4096];
+    static float scp[128], scs[128];
+    static int16_t sump[128], sums[128];
+    P->q_nvfp4(x, n, gsc, vp, scp, sump);
+    S->q_nvfp4(x, n, gsc, vs, scs, sums);
+    ck_assert_msg(memcmp(vp, vs, 2 * n) == 0, "q_nvfp4 codes differ (n %zu)", n);
+    same_floats(scp, scs, n / 16, "q_nvfp4 scales");
+    ck_assert_msg(memcmp(sump, sums, n / 16 * sizeof(int16_t)) == 0, "q_nvfp4 sums differ");
+    for (size_t g = 0; g < n / 16; g++) {
+        int sum = 0;
+        const float eff = scp[g] / gsc;
+        for (size_t k = g * 16; k < g * 16 + 16; k++) {
+            const int8_t c = vp[2 * k - (k & 1)];
+            ck_assert_int_eq(c, vp[2 * k - (k & 1) + 2]); /* the pair's copy */
+            ck_assert_int_le(abs(c), 12);
+            sum += c;
+            ck_assert_msg((float)c * 0.5f * eff == qdq[k], "q_nvfp4 element %zu: %d * %a != %a", k,
+                          c, (double)eff, (double)qdq[k]);
+        }
+        ck_assert_int_eq(sump[g], 12 * sum);
+    }
+}
+
 START_TEST(test_activation_kernels) {
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
     if (!S) return;
@@ -495,6 +595,7 @@ START_TEST(test_activation_kernels) {
                 P->qdq_nvfp4(x, n, gsc, a);
                 S->qdq_nvfp4(x, n, gsc, b);
                 same_floats(a, b, n, "qdq_nvfp4");
+                check_q_nvfp4(x, n, gsc, a);
             }
             /* in place */
             memcpy(a, x, n * sizeof(float));
@@ -570,6 +671,7 @@ static Suite *simd_suite(void) {
     tcase_add_loop_test(tc, test_packed_kernels, 0, (int)(sizeof k_kinds / sizeof k_kinds[0]));
     tcase_add_test(tc, test_not_packed);
     tcase_add_test(tc, test_tile);
+    tcase_add_test(tc, test_fdot);
     tcase_add_test(tc, test_activation_kernels);
     tcase_add_test(tc, test_elementwise_kernels);
     suite_add_tcase(s, tc);

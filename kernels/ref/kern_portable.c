@@ -102,6 +102,24 @@ static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_
     }
 }
 
+static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
+                 size_t ldy) {
+    for (size_t m = 0; m < M; m++) {
+        for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+            const size_t row = blk * MOEQ__PK_ROWS + r;
+            float acc = 0.0f;
+            for (size_t g = 0; g < pk->groups; g++) {
+                int32_t S = 0;
+                for (size_t k = g * 16; k < g * 16 + 16; k++) {
+                    S += (int32_t)(2.0f * moeq__pk_kv(pk, row, k)) * x[m].v[2 * k - (k & 1)];
+                }
+                acc = fmaf((float)S, gemv_scale(pk, row, g) * x[m].sc[g], acc);
+            }
+            y[m * ldy + r] = acc;
+        }
+    }
+}
+
 static float amax(const float *x, size_t n) {
     float m = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -128,6 +146,27 @@ static void q_int8(const float *x, size_t n, float s, int16_t *q) {
         const size_t len = n - i < CHUNK ? n - i : CHUNK;
         moeq__actq_int8_static_ref(x + i, len, s, 0, c);
         for (size_t j = 0; j < len; j++) q[i + j] = c[j];
+    }
+}
+
+static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, int16_t *sum12) {
+    uint8_t packed[CHUNK / 2], sf[CHUNK / 16];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        const size_t len = n - i < CHUNK ? n - i : CHUNK;
+        moeq__actq_nvfp4_ref(x + i, 1, len, gsc, packed, sf);
+        for (size_t g = 0; g < len / 16; g++) {
+            int sum = 0;
+            for (size_t c = g * 16; c < g * 16 + 16; c++) {
+                const uint8_t code = (uint8_t)((c & 1u) ? packed[c / 2] >> 4 : packed[c / 2] & 0xFu);
+                const int8_t val = (int8_t)(2.0f * moeq__e2m1_to_f32(code));
+                const size_t at = 2 * (i + c) - (c & 1u); /* 4j + (c & 1), twice */
+                v[at] = val;
+                v[at + 2] = val;
+                sum += val;
+            }
+            sc[i / 16 + g] = moeq__e4m3_to_f32(sf[g]);
+            sum12[i / 16 + g] = (int16_t)(12 * sum);
+        }
     }
 }
 
@@ -179,6 +218,8 @@ const moeq__kern moeq__kern_portable = {
     .i4_prep = i4_prep,
     .tile = tile,
     .idot = idot,
+    .fdot = fdot,
+    .q_nvfp4 = q_nvfp4,
     .q_int8 = q_int8,
     .amax = amax,
     .qdq_int8 = qdq_int8,

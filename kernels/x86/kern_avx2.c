@@ -756,6 +756,91 @@ static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_
     }
 }
 
+/* ---- fdot: NVFP4 codes times NVFP4 activation codes ------------------------------- */
+
+/* A NIB chunk (4 columns x 16 rows) holds in lane L of its 32 bytes rows
+ * 4L + {0-3, 8-11}; FDOT_PERM orders each lane's bytes so that, after the
+ * nibbles go through the byte table, byte 2i + c of a lane is row i of the
+ * lane (0-3, then 8-11: "lane order") at column c of a pair: the low nibbles
+ * give columns 4j, 4j + 1 and the high nibbles 4j + 2, 4j + 3. */
+#define FDOT_PERM_LANE 0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15
+#define FDOT_WIN 256 /* columns decoded per window: 4 KiB of codes in L1 */
+
+static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
+                 size_t ldy) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    /* v + 12 in 0..24, unsigned: vpmaddubsw's first operand; the 12 comes off
+     * through sum12 */
+    uint8_t lut[16];
+    for (int n = 0; n < 16; n++) lut[n] = (uint8_t)(int)(2.0f * pk->lut[n] + 12.0f);
+    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut));
+    const __m256i perm = _mm256_setr_epi8(FDOT_PERM_LANE, FDOT_PERM_LANE);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    _Alignas(32) uint8_t W[FDOT_WIN * MOEQ__PK_ROWS];
+    _Alignas(32) float S[FDOT_WIN / 16 * MOEQ__PK_ROWS];
+    for (size_t k0 = 0; k0 < pk->cols; k0 += FDOT_WIN) {
+        const size_t nk = pk->cols - k0 < FDOT_WIN ? pk->cols - k0 : FDOT_WIN, ng = nk / 16;
+        for (size_t j = 0; j < nk / 4; j++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(bc + (k0 / 4 + j) * 32));
+            raw = _mm256_shuffle_epi8(raw, perm);
+            _mm256_store_si256((__m256i *)(W + j * 64),
+                               _mm256_shuffle_epi8(tbl, _mm256_and_si256(raw, low4)));
+            _mm256_store_si256(
+                (__m256i *)(W + j * 64 + 32),
+                _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4)));
+        }
+        for (size_t g = 0; g < ng; g++) { /* ws in lane order */
+            __m256 sc[2];
+            scales16_raw(pk, blk, k0 / 16 + g, sc);
+            _mm256_store_ps(S + g * 16, _mm256_permute2f128_ps(sc[0], sc[1], 0x20));
+            _mm256_store_ps(S + g * 16 + 8, _mm256_permute2f128_ps(sc[0], sc[1], 0x31));
+        }
+        for (size_t m = 0; m < M; m++) {
+            const int8_t *xv = x[m].v + 2 * k0;
+            const float *xs = x[m].sc + k0 / 16;
+            const int16_t *xsum = x[m].sum12 + k0 / 16;
+            float *ym = y + m * ldy;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0; /* lane order, across windows in y */
+            if (k0) {
+                a0 = _mm256_loadu_ps(ym);
+                a1 = _mm256_loadu_ps(ym + 8);
+            }
+            for (size_t g = 0; g < ng; g++) {
+                const uint8_t *w = W + g * 256;
+                int32_t pair;
+#define PAIR(p)                                                                                    \
+    (memcpy(&pair, xv + 32 * g + 4 * (p), 4),                                                      \
+     _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(w + 32 * (p))),                     \
+                          _mm256_set1_epi32(pair)))
+                __m256i acc = PAIR(0);
+                acc = _mm256_add_epi16(acc, PAIR(1));
+                acc = _mm256_add_epi16(acc, PAIR(2));
+                acc = _mm256_add_epi16(acc, PAIR(3));
+                acc = _mm256_add_epi16(acc, PAIR(4));
+                acc = _mm256_add_epi16(acc, PAIR(5));
+                acc = _mm256_add_epi16(acc, PAIR(6));
+                acc = _mm256_add_epi16(acc, PAIR(7));
+#undef PAIR
+                acc = _mm256_sub_epi16(acc, _mm256_set1_epi16(xsum[g]));
+                const __m256 f0 = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc)));
+                const __m256 f1 =
+                    _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc, 1)));
+                const __m256 xb = _mm256_set1_ps(xs[g]);
+                a0 = _mm256_fmadd_ps(f0, _mm256_mul_ps(_mm256_load_ps(S + g * 16), xb), a0);
+                a1 = _mm256_fmadd_ps(f1, _mm256_mul_ps(_mm256_load_ps(S + g * 16 + 8), xb), a1);
+            }
+            _mm256_storeu_ps(ym, a0);
+            _mm256_storeu_ps(ym + 8, a1);
+        }
+    }
+    for (size_t m = 0; m < M; m++) { /* lane order -> rows 0-15 */
+        float *ym = y + m * ldy;
+        const __m256 a0 = _mm256_loadu_ps(ym), a1 = _mm256_loadu_ps(ym + 8);
+        _mm256_storeu_ps(ym, _mm256_permute2f128_ps(a0, a1, 0x20));
+        _mm256_storeu_ps(ym + 8, _mm256_permute2f128_ps(a0, a1, 0x31));
+    }
+}
+
 /* ---- activations ------------------------------------------------------------------ */
 
 AI __m256 absps(__m256 v) {
@@ -850,9 +935,9 @@ static void qdq_fp8(const float *x, size_t n, float s, float *out) {
     if (i < n) moeq__kern_portable.qdq_fp8(x + i, n - i, s, out + i);
 }
 
-/* NVFP4 values of x / eff: CT's FP4 rounding (the E2M1 grid, half to even),
- * times eff; small negatives give -0, -0 gives +0, NaN gives a zero with its sign. */
-AI __m256 qdq_fp4_v(__m256 x, __m256 eff) {
+/* The E2M1 value of x / eff: CT's FP4 rounding (the E2M1 grid, half to even);
+ * small negatives give -0, -0 gives +0, NaN gives a zero with its sign. */
+AI __m256 fp4_round_v(__m256 x, __m256 eff) {
     const __m256 v = _mm256_div_ps(x, eff);
     const __m256 unord = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
     const __m256 signbit = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
@@ -870,8 +955,12 @@ AI __m256 qdq_fp4_v(__m256 x, __m256 eff) {
     __m256 r = _mm256_blendv_ps(_mm256_castsi256_ps(rn), rs, small);
     const __m256 neg = _mm256_cmp_ps(c, _mm256_setzero_ps(), _CMP_LT_OQ);
     r = _mm256_or_ps(r, _mm256_and_ps(neg, signbit));
-    r = _mm256_blendv_ps(r, _mm256_and_ps(v, signbit), unord);
-    return _mm256_mul_ps(r, eff);
+    return _mm256_blendv_ps(r, _mm256_and_ps(v, signbit), unord);
+}
+
+/* NVFP4 values of x / eff (fp4_round_v), times eff. */
+AI __m256 qdq_fp4_v(__m256 x, __m256 eff) {
+    return _mm256_mul_ps(fp4_round_v(x, eff), eff);
 }
 
 /* [max of a_0, ..., max of a_7]: the horizontal maxima of 8 vectors. */
@@ -889,30 +978,66 @@ AI __m256 hmax8(const __m256 a[8]) {
                          _mm256_permute2f128_ps(b0, b1, 0x31));
 }
 
+/* The local scales of up to 8 groups of 16 from x (ng of them): e4m3(gsc *
+ * (amax / 6)), 0 -> 0.125, as values. */
+AI __m256 nvfp4_local_scales(const float *x, size_t ng, __m256 g) {
+    __m256 m[8];
+    for (size_t j = 0; j < 8; j++) {
+        if (j < ng) {
+            const float *p = x + 16 * j;
+            /* NaN lanes become 0 (max returns its second operand) */
+            m[j] = _mm256_max_ps(_mm256_max_ps(absps(_mm256_loadu_ps(p)), _mm256_setzero_ps()),
+                                 _mm256_max_ps(absps(_mm256_loadu_ps(p + 8)), _mm256_setzero_ps()));
+        } else {
+            m[j] = _mm256_setzero_ps();
+        }
+    }
+    const __m256 am = hmax8(m);
+    const __m256 local = _mm256_mul_ps(g, _mm256_div_ps(am, _mm256_set1_ps(6.0f)));
+    const __m256 sf = e4m3_round_mag(_mm256_min_ps(local, _mm256_set1_ps(448.0f)));
+    return _mm256_blendv_ps(sf, _mm256_set1_ps(0.125f),
+                            _mm256_cmp_ps(sf, _mm256_setzero_ps(), _CMP_EQ_OQ));
+}
+
+static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, int16_t *sum12) {
+    const __m256 g = _mm256_set1_ps(gsc);
+    for (size_t i0 = 0; i0 < n; i0 += 128) {
+        const size_t ng = (n - i0) / 16 < 8 ? (n - i0) / 16 : 8;
+        const __m256 sf = nvfp4_local_scales(x + i0, ng, g);
+        float sfv[8], eff[8];
+        _mm256_storeu_ps(sfv, sf);
+        _mm256_storeu_ps(eff, _mm256_div_ps(sf, g));
+        for (size_t j = 0; j < ng; j++) {
+            const float *p = x + i0 + 16 * j;
+            const __m256 e = _mm256_set1_ps(eff[j]);
+            const __m256 r0 = fp4_round_v(_mm256_loadu_ps(p), e);
+            const __m256 r1 = fp4_round_v(_mm256_loadu_ps(p + 8), e);
+            const __m256i c0 = _mm256_cvtps_epi32(_mm256_add_ps(r0, r0));
+            const __m256i c1 = _mm256_cvtps_epi32(_mm256_add_ps(r1, r1));
+            /* 16 int32 -> 16 int16 (lane order fixed by the permute) -> 16 int8 */
+            const __m256i w =
+                _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8); /* k order */
+            const __m128i w16lo = _mm256_castsi256_si128(w), w16hi = _mm256_extracti128_si256(w, 1);
+            const __m128i b8 = _mm_packs_epi16(w16lo, w16hi); /* 16 codes, k order */
+            _mm_storeu_si128((__m128i *)(void *)(v + 2 * (i0 + 16 * j)), _mm_unpacklo_epi16(b8, b8));
+            _mm_storeu_si128((__m128i *)(void *)(v + 2 * (i0 + 16 * j) + 16),
+                             _mm_unpackhi_epi16(b8, b8));
+            /* 12 * the sum: pairs, then the 8 int16 sums of the two halves */
+            const __m128i s8 = _mm_madd_epi16(_mm_add_epi16(w16lo, w16hi), _mm_set1_epi16(1));
+            __m128i t = _mm_add_epi32(s8, _mm_shuffle_epi32(s8, 0x4E));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+            sc[(i0 >> 4) + j] = sfv[j];
+            sum12[(i0 >> 4) + j] = (int16_t)(12 * _mm_cvtsi128_si32(t));
+        }
+    }
+}
+
 static void qdq_nvfp4(const float *x, size_t n, float gsc, float *out) {
     const __m256 g = _mm256_set1_ps(gsc);
     for (size_t i0 = 0; i0 < n; i0 += 128) {
         const size_t ng = (n - i0) / 16 < 8 ? (n - i0) / 16 : 8;
-        __m256 m[8];
-        for (size_t j = 0; j < 8; j++) {
-            if (j < ng) {
-                const float *p = x + i0 + 16 * j;
-                /* NaN lanes become 0 (max returns its second operand) */
-                m[j] = _mm256_max_ps(
-                    _mm256_max_ps(absps(_mm256_loadu_ps(p)), _mm256_setzero_ps()),
-                    _mm256_max_ps(absps(_mm256_loadu_ps(p + 8)), _mm256_setzero_ps()));
-            } else {
-                m[j] = _mm256_setzero_ps();
-            }
-        }
-        /* local = e4m3(gsc * (amax / 6)) (0 -> 0.125), eff = local / gsc */
-        const __m256 am = hmax8(m);
-        const __m256 local = _mm256_mul_ps(g, _mm256_div_ps(am, _mm256_set1_ps(6.0f)));
-        __m256 sf = e4m3_round_mag(_mm256_min_ps(local, _mm256_set1_ps(448.0f)));
-        sf = _mm256_blendv_ps(sf, _mm256_set1_ps(0.125f),
-                              _mm256_cmp_ps(sf, _mm256_setzero_ps(), _CMP_EQ_OQ));
-        float eff[8];
-        _mm256_storeu_ps(eff, _mm256_div_ps(sf, g));
+        float eff[8]; /* local / gsc */
+        _mm256_storeu_ps(eff, _mm256_div_ps(nvfp4_local_scales(x + i0, ng, g), g));
         for (size_t j = 0; j < ng; j++) {
             const float *p = x + i0 + 16 * j;
             const __m256 e = _mm256_set1_ps(eff[j]);
@@ -1011,6 +1136,8 @@ const moeq__kern moeq__kern_avx2 = {
     .i4_prep = i4_prep,
     .tile = tile,
     .idot = idot,
+    .fdot = fdot,
+    .q_nvfp4 = q_nvfp4,
     .q_int8 = q_int8,
     .amax = amax,
     .qdq_int8 = qdq_int8,

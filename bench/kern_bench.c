@@ -107,14 +107,14 @@ int main(int argc, char **argv) {
     const int16_t *xq_rows[6];
     for (size_t m = 0; m < 6; m++) xq_rows[m] = xq + m * cols;
     int32_t yi[6 * 16];
-    int8_t *f4v = malloc(2 * 6 * cols);
+    int8_t *f4v = malloc(6 * cols);
     float *f4s = malloc(sizeof(float) * 6 * (cols / 16));
     int16_t *f4sum = malloc(sizeof(int16_t) * 6 * (cols / 16));
     moeq__fp4row f4[6];
     for (size_t m = 0; m < 6; m++) {
-        K->q_nvfp4(xp[m], cols, 1000.0f, f4v + 2 * m * cols, f4s + m * (cols / 16),
+        K->q_nvfp4(xp[m], cols, 1000.0f, f4v + m * cols, f4s + m * (cols / 16),
                    f4sum + m * (cols / 16));
-        f4[m].v = f4v + 2 * m * cols;
+        f4[m].v = f4v + m * cols;
         f4[m].sc = f4s + m * (cols / 16);
         f4[m].sum12 = f4sum + m * (cols / 16);
     }

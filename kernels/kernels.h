@@ -487,10 +487,7 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
 
 /* A row of NVFP4 activation codes as fdot reads it (cols a multiple of 16). */
 typedef struct moeq__fp4row {
-    /* [2 * cols]: 2 * the E2M1 value of each code, in [-12, 12], columns in
-     * pairs and each pair written twice (bytes 4j..4j+3 hold columns 2j,
-     * 2j + 1, 2j, 2j + 1: one 32-bit broadcast feeds a pair to every row) */
-    const int8_t *v;
+    const int8_t *v;      /* [cols]: 2 * the E2M1 value of each code, in [-12, 12] */
     const float *sc;      /* [cols / 16]: the E4M3 value of each group's local scale */
     const int16_t *sum12; /* [cols / 16]: 12 * the sum of the group's v */
 } moeq__fp4row;
@@ -534,7 +531,7 @@ typedef struct moeq__kern {
      * gsize 16.  For m < M (any number), r < 16:
      *   y[m*ldy + r] = acc after, for each group g in order,
      *   acc = fma(float(S_g), ws_g * x[m].sc[g], acc) from acc = 0,
-     * where S_g = sum over the group's k of (2 * kv) * (x[m]'s v of column k), exact in
+     * where S_g = sum over the group's k of (2 * kv) * x[m].v[k], exact in
      * integers, and ws_g = e4m3(b) * 2^-8 (the scale gemv applies undivided).
      * The caller divides by gdiv * 2^-8 * 4 * (the activations' global scale).
      * Bit-identical across tables. */
@@ -542,8 +539,7 @@ typedef struct moeq__kern {
                  size_t ldy);
     /* One row of n values (n a multiple of 16) quantized to NVFP4 with global
      * scale gsc exactly as moeq__actq_nvfp4_ref does, written as fdot reads
-     * it: v (2 * e2m1 of each code, in doubled pairs), sc[g] = e4m3(scale
-     * byte g), sum12[g]. */
+     * it: v[k] = 2 * e2m1(code k), sc[g] = e4m3(scale byte g), sum12[g]. */
     void (*q_nvfp4)(const float *x, size_t n, float gsc, int8_t *v, float *sc, int16_t *sum12);
     /* q[i] = clamp(round_half_even(x[i] / s), -128, 127), NaN -> 0: the int8
      * code qdq_int8 multiplies by s (moeq__actq_int8_static_ref, zero point 0). */

@@ -90,7 +90,7 @@ typedef struct fast {
     int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
     float *xs, *as;      /* int8: their scales, [T] and [rows] */
     bool fp4;            /* l->fp4_dot: NVFP4 activations as codes, fdot */
-    int8_t *x4v, *a4v;   /* fp4: codes per row (fdot's doubled pairs), [rows, 2H], [rows, 2I] */
+    int8_t *x4v, *a4v;   /* fp4: codes per row, [rows, H], [rows, I] */
     float *x4s, *a4s;    /* fp4: group scales, [rows, H / 16], [rows, I / 16] */
     int16_t *x4u, *a4u;  /* fp4: 12 x group sums, likewise */
     float ts1, ts2;
@@ -252,7 +252,7 @@ static void code_row(const fast *f, const float *v, size_t n, float act_scale, f
 
 /* Row r of an fp4 code set (v, s, u with n columns per row). */
 static moeq__fp4row fp4_row(int8_t *v, float *s, int16_t *u, size_t n, size_t r) {
-    moeq__fp4row x = {v + r * 2 * n, s + r * (n / 16), u + r * (n / 16)};
+    moeq__fp4row x = {v + r * n, s + r * (n / 16), u + r * (n / 16)};
     return x;
 }
 
@@ -262,12 +262,12 @@ static moeq__fp4row fp4_row(int8_t *v, float *s, int16_t *u, size_t n, size_t r)
 static void code_row_fp4(const fast *f, const float *x, size_t n, float gsc, int8_t *v, float *s,
                          int16_t *u, size_t r, bool bad) {
     if (bad) {
-        memset(v + r * 2 * n, 0, 2 * n);
+        memset(v + r * n, 0, n);
         memset(s + r * (n / 16), 0, n / 16 * sizeof(float));
         memset(u + r * (n / 16), 0, n / 16 * sizeof(int16_t));
         return;
     }
-    f->K->q_nvfp4(x, n, gsc, v + r * 2 * n, s + r * (n / 16), u + r * (n / 16));
+    f->K->q_nvfp4(x, n, gsc, v + r * n, s + r * (n / 16), u + r * (n / 16));
 }
 
 /* A bad row's codes (its output is NaN whatever they are): zeros, so that
@@ -833,7 +833,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
                             : 0;
     size_t at_q4 = at_q + q_bytes; /* fp4: x4v, a4v, x4s, a4s, x4u, a4u */
     if (f.fp4) {
-        q_bytes += up64(f.rows * 2 * f.H) + up64(f.rows * 2 * f.I) + up64(f.rows * f.H / 16 * 4) +
+        q_bytes += up64(f.rows * f.H) + up64(f.rows * f.I) + up64(f.rows * f.H / 16 * 4) +
                    up64(f.rows * f.I / 16 * 4) + up64(f.rows * f.H / 16 * 2) +
                    up64(f.rows * f.I / 16 * 2);
     }
@@ -862,9 +862,9 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         if (f.fp4) {
             uint8_t *q = base + at_q4;
             f.x4v = (int8_t *)q;
-            q += up64(f.rows * 2 * f.H);
+            q += up64(f.rows * f.H);
             f.a4v = (int8_t *)q;
-            q += up64(f.rows * 2 * f.I);
+            q += up64(f.rows * f.I);
             f.x4s = (float *)(void *)q;
             q += up64(f.rows * f.H / 16 * 4);
             f.a4s = (float *)(void *)q;

@@ -466,16 +466,16 @@ START_TEST(test_fdot) {
         float *w = malloc(sizeof(float) * R * C), *x = malloc(sizeof(float) * M * C),
               *xq = malloc(sizeof(float) * M * C);
         moeq__dequant_ref(&s.w, 0, R, w);
-        int8_t *v = malloc(2 * M * C);
+        int8_t *v = malloc(M * C);
         float *sc = malloc(sizeof(float) * M * (C / 16));
         int16_t *sum12 = malloc(sizeof(int16_t) * M * (C / 16));
         moeq__fp4row rows[7];
         const float gsc = (float)(ldexp(1.0, (int)(rnd() % 12)) * (0.5 + uni()));
         for (size_t m = 0; m < M; m++) {
             act_values(x + m * C, C, 1.0f);
-            P->q_nvfp4(x + m * C, C, gsc, v + 2 * m * C, sc + m * (C / 16), sum12 + m * (C / 16));
+            P->q_nvfp4(x + m * C, C, gsc, v + m * C, sc + m * (C / 16), sum12 + m * (C / 16));
             P->qdq_nvfp4(x + m * C, C, gsc, xq + m * C);
-            rows[m].v = v + 2 * m * C;
+            rows[m].v = v + m * C;
             rows[m].sc = sc + m * (C / 16);
             rows[m].sum12 = sum12 + m * (C / 16);
         }
@@ -522,20 +522,19 @@ END_TEST
  * (v / 2) * (sc / gsc) is what qdq_nvfp4 gave (qdq, for that row). */
 static void check_q_nvfp4(const float *x, size_t n, float gsc, const float *qdq) {
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
-    static int8_t vp[4096], vs[4096];
+    static int8_t vp[2048], vs[2048];
     static float scp[128], scs[128];
     static int16_t sump[128], sums[128];
     P->q_nvfp4(x, n, gsc, vp, scp, sump);
     S->q_nvfp4(x, n, gsc, vs, scs, sums);
-    ck_assert_msg(memcmp(vp, vs, 2 * n) == 0, "q_nvfp4 codes differ (n %zu)", n);
+    ck_assert_msg(memcmp(vp, vs, n) == 0, "q_nvfp4 codes differ (n %zu)", n);
     same_floats(scp, scs, n / 16, "q_nvfp4 scales");
     ck_assert_msg(memcmp(sump, sums, n / 16 * sizeof(int16_t)) == 0, "q_nvfp4 sums differ");
     for (size_t g = 0; g < n / 16; g++) {
         int sum = 0;
         const float eff = scp[g] / gsc;
         for (size_t k = g * 16; k < g * 16 + 16; k++) {
-            const int8_t c = vp[2 * k - (k & 1)];
-            ck_assert_int_eq(c, vp[2 * k - (k & 1) + 2]); /* the pair's copy */
+            const int8_t c = vp[k];
             ck_assert_int_le(abs(c), 12);
             sum += c;
             ck_assert_msg((float)c * 0.5f * eff == qdq[k], "q_nvfp4 element %zu: %d * %a != %a", k,

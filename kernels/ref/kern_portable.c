@@ -111,7 +111,7 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
             for (size_t g = 0; g < pk->groups; g++) {
                 int32_t S = 0;
                 for (size_t k = g * 16; k < g * 16 + 16; k++) {
-                    S += (int32_t)(2.0f * moeq__pk_kv(pk, row, k)) * x[m].v[2 * k - (k & 1)];
+                    S += (int32_t)(2.0f * moeq__pk_kv(pk, row, k)) * x[m].v[k];
                 }
                 acc = fmaf((float)S, gemv_scale(pk, row, g) * x[m].sc[g], acc);
             }
@@ -159,9 +159,7 @@ static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, i
             for (size_t c = g * 16; c < g * 16 + 16; c++) {
                 const uint8_t code = (uint8_t)((c & 1u) ? packed[c / 2] >> 4 : packed[c / 2] & 0xFu);
                 const int8_t val = (int8_t)(2.0f * moeq__e2m1_to_f32(code));
-                const size_t at = 2 * (i + c) - (c & 1u); /* 4j + (c & 1), twice */
-                v[at] = val;
-                v[at + 2] = val;
+                v[i + c] = val;
                 sum += val;
             }
             sc[i / 16 + g] = moeq__e4m3_to_f32(sf[g]);

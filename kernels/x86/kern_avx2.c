@@ -759,10 +759,11 @@ static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_
 /* ---- fdot: NVFP4 codes times NVFP4 activation codes ------------------------------- */
 
 /* A NIB chunk (4 columns x 16 rows) holds in lane L of its 32 bytes rows
- * 4L + {0-3, 8-11}; FDOT_PERM orders each lane's bytes so that, after the
- * nibbles go through the byte table, byte 2i + c of a lane is row i of the
- * lane (0-3, then 8-11: "lane order") at column c of a pair: the low nibbles
- * give columns 4j, 4j + 1 and the high nibbles 4j + 2, 4j + 3. */
+ * 4L + {0-3, 8-11}, columns 4j, 4j + 1 in the low nibbles and 4j + 2, 4j + 3
+ * in the high ones.  FDOT_PERM puts each lane's rows 0-3 first and a row's
+ * two columns side by side; after the byte table, interleaving the low and
+ * high results by 16 bits gives each row its 4 columns in a 32-bit lane,
+ * rows 0-7 in one vector and 8-15 in the other. */
 #define FDOT_PERM_LANE 0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15
 #define FDOT_WIN 256 /* columns decoded per window: 4 KiB of codes in L1 */
 
@@ -775,56 +776,57 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
     for (int n = 0; n < 16; n++) lut[n] = (uint8_t)(int)(2.0f * pk->lut[n] + 12.0f);
     const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut));
     const __m256i perm = _mm256_setr_epi8(FDOT_PERM_LANE, FDOT_PERM_LANE);
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     _Alignas(32) uint8_t W[FDOT_WIN * MOEQ__PK_ROWS];
     _Alignas(32) float S[FDOT_WIN / 16 * MOEQ__PK_ROWS];
     for (size_t k0 = 0; k0 < pk->cols; k0 += FDOT_WIN) {
         const size_t nk = pk->cols - k0 < FDOT_WIN ? pk->cols - k0 : FDOT_WIN, ng = nk / 16;
-        for (size_t j = 0; j < nk / 4; j++) {
+        for (size_t j = 0; j < nk / 4; j++) { /* W + 64j: rows 0-7, then 8-15, 4 columns each */
             __m256i raw = _mm256_loadu_si256((const __m256i *)(bc + (k0 / 4 + j) * 32));
             raw = _mm256_shuffle_epi8(raw, perm);
-            _mm256_store_si256((__m256i *)(W + j * 64),
-                               _mm256_shuffle_epi8(tbl, _mm256_and_si256(raw, low4)));
-            _mm256_store_si256(
-                (__m256i *)(W + j * 64 + 32),
-                _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4)));
+            const __m256i lo = _mm256_shuffle_epi8(tbl, _mm256_and_si256(raw, low4));
+            const __m256i hi =
+                _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
+            _mm256_store_si256((__m256i *)(W + j * 64), _mm256_unpacklo_epi16(lo, hi));
+            _mm256_store_si256((__m256i *)(W + j * 64 + 32), _mm256_unpackhi_epi16(lo, hi));
         }
-        for (size_t g = 0; g < ng; g++) { /* ws in lane order */
+        for (size_t g = 0; g < ng; g++) {
             __m256 sc[2];
             scales16_raw(pk, blk, k0 / 16 + g, sc);
-            _mm256_store_ps(S + g * 16, _mm256_permute2f128_ps(sc[0], sc[1], 0x20));
-            _mm256_store_ps(S + g * 16 + 8, _mm256_permute2f128_ps(sc[0], sc[1], 0x31));
+            _mm256_store_ps(S + g * 16, sc[0]);
+            _mm256_store_ps(S + g * 16 + 8, sc[1]);
         }
         for (size_t m = 0; m < M; m++) {
-            const int8_t *xv = x[m].v + 2 * k0;
+            const int8_t *xv = x[m].v + k0;
             const float *xs = x[m].sc + k0 / 16;
             const int16_t *xsum = x[m].sum12 + k0 / 16;
             float *ym = y + m * ldy;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0; /* lane order, across windows in y */
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0; /* rows 0-7, 8-15, across windows in y */
             if (k0) {
                 a0 = _mm256_loadu_ps(ym);
                 a1 = _mm256_loadu_ps(ym + 8);
             }
             for (size_t g = 0; g < ng; g++) {
                 const uint8_t *w = W + g * 256;
-                int32_t pair;
-#define PAIR(p)                                                                                    \
-    (memcpy(&pair, xv + 32 * g + 4 * (p), 4),                                                      \
-     _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(w + 32 * (p))),                     \
-                          _mm256_set1_epi32(pair)))
-                __m256i acc = PAIR(0);
-                acc = _mm256_add_epi16(acc, PAIR(1));
-                acc = _mm256_add_epi16(acc, PAIR(2));
-                acc = _mm256_add_epi16(acc, PAIR(3));
-                acc = _mm256_add_epi16(acc, PAIR(4));
-                acc = _mm256_add_epi16(acc, PAIR(5));
-                acc = _mm256_add_epi16(acc, PAIR(6));
-                acc = _mm256_add_epi16(acc, PAIR(7));
-#undef PAIR
-                acc = _mm256_sub_epi16(acc, _mm256_set1_epi16(xsum[g]));
-                const __m256 f0 = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc)));
-                const __m256 f1 =
-                    _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc, 1)));
+                int32_t quad;
+                __m256i q, lo, hi;
+#define QUAD(j)                                                                                    \
+    memcpy(&quad, xv + 16 * g + 4 * (j), 4);                                                       \
+    q = _mm256_set1_epi32(quad);
+#define MAD(j, v) _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(w + 64 * (j) + (v))), q)
+                QUAD(0) lo = MAD(0, 0);
+                hi = MAD(0, 32);
+                QUAD(1) lo = _mm256_add_epi16(lo, MAD(1, 0));
+                hi = _mm256_add_epi16(hi, MAD(1, 32));
+                QUAD(2) lo = _mm256_add_epi16(lo, MAD(2, 0));
+                hi = _mm256_add_epi16(hi, MAD(2, 32));
+                QUAD(3) lo = _mm256_add_epi16(lo, MAD(3, 0));
+                hi = _mm256_add_epi16(hi, MAD(3, 32));
+#undef QUAD
+#undef MAD
+                const __m256i corr = _mm256_set1_epi32(xsum[g]);
+                const __m256 f0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(lo, ones), corr));
+                const __m256 f1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(hi, ones), corr));
                 const __m256 xb = _mm256_set1_ps(xs[g]);
                 a0 = _mm256_fmadd_ps(f0, _mm256_mul_ps(_mm256_load_ps(S + g * 16), xb), a0);
                 a1 = _mm256_fmadd_ps(f1, _mm256_mul_ps(_mm256_load_ps(S + g * 16 + 8), xb), a1);
@@ -832,12 +834,6 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
             _mm256_storeu_ps(ym, a0);
             _mm256_storeu_ps(ym + 8, a1);
         }
-    }
-    for (size_t m = 0; m < M; m++) { /* lane order -> rows 0-15 */
-        float *ym = y + m * ldy;
-        const __m256 a0 = _mm256_loadu_ps(ym), a1 = _mm256_loadu_ps(ym + 8);
-        _mm256_storeu_ps(ym, _mm256_permute2f128_ps(a0, a1, 0x20));
-        _mm256_storeu_ps(ym + 8, _mm256_permute2f128_ps(a0, a1, 0x31));
     }
 }
 
@@ -1018,10 +1014,7 @@ static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, i
             const __m256i w =
                 _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8); /* k order */
             const __m128i w16lo = _mm256_castsi256_si128(w), w16hi = _mm256_extracti128_si256(w, 1);
-            const __m128i b8 = _mm_packs_epi16(w16lo, w16hi); /* 16 codes, k order */
-            _mm_storeu_si128((__m128i *)(void *)(v + 2 * (i0 + 16 * j)), _mm_unpacklo_epi16(b8, b8));
-            _mm_storeu_si128((__m128i *)(void *)(v + 2 * (i0 + 16 * j) + 16),
-                             _mm_unpackhi_epi16(b8, b8));
+            _mm_storeu_si128((__m128i *)(void *)(v + i0 + 16 * j), _mm_packs_epi16(w16lo, w16hi));
             /* 12 * the sum: pairs, then the 8 int16 sums of the two halves */
             const __m128i s8 = _mm_madd_epi16(_mm_add_epi16(w16lo, w16hi), _mm_set1_epi16(1));
             __m128i t = _mm_add_epi32(s8, _mm_shuffle_epi32(s8, 0x4E));

@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
                            bytes / best / 1e9, 2.0 * M * rows * cols / best / 1e9);
                 }
             }
-            if (w.pk.code == MOEQ__PK_I8) { /* int8 activation codes, exact int32 sums */
+            if (w.pk.code == MOEQ__PK_I8 || w.pk.code == MOEQ__PK_I4) { /* int8 activation codes */
                 for (size_t M = 1; M <= 6; M++) {
                     int reps = cold ? 3 : 200;
                     double best = 1e300;

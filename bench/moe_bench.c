@@ -228,6 +228,9 @@ static const scheme_def k_schemes[] = {
     {"w4a16_mxfp4",
      "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
      "null", "mxfp4-pack-quantized"},
+    /* beyond the list: int4 weights on int8 activations */
+    {"w4a8_int8", "{\"num_bits\":4,\"group_size\":128}",
+     "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "pack-quantized"},
 };
 
 /* Resident memory of the process, MB. */
@@ -425,6 +428,16 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: moe_bench [--json] [--quick] [--scheme NAME] [--tokens T] "
                             "[--threads N] [--reps N] [--layers N]\n");
+            return 2;
+        }
+    }
+    if (o.scheme) {
+        size_t si = 0, n = sizeof k_schemes / sizeof k_schemes[0];
+        while (si < n && strcmp(o.scheme, k_schemes[si].name) != 0) si++;
+        if (si == n) {
+            fprintf(stderr, "moe_bench: no scheme '%s'; the schemes:", o.scheme);
+            for (si = 0; si < n; si++) fprintf(stderr, " %s", k_schemes[si].name);
+            fprintf(stderr, "\n");
             return 2;
         }
     }

@@ -519,13 +519,20 @@ typedef struct moeq__kern {
      * each element one fused multiply-add chain in k order; M <= 6. */
     void (*tile)(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
                  int accumulate);
-    /* Integer products for int8 activations on I8 codes (W8A8 int8):
+    /* Integer products for int8 activations on I8 or I4 codes (W8A8, W4A8):
      * C[m*ldc + r] = (accumulate ? C : 0) + sum_{k0 <= k < k0 + nk} q(blk*16 + r, k) * x[m][k]
-     * in int32 for m < M <= MOEQ__TILE_MAX, r < 16, where q is the stored int8
-     * code and x[m] a row of activation codes in [-128, 127].  k0 and nk even,
+     * in int32 for m < M <= MOEQ__TILE_MAX, r < 16, where q is the code's
+     * integer (I8: the stored byte, I4: the stored n - 8) and x[m] a row of
+     * activation codes in [-128, 127].  k0 and nk multiples of 8,
      * nk <= MOEQ__IDOT_KMAX, so every sum is exact and the same in any order. */
     void (*idot)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
                  const int16_t *const *x, int32_t *C, size_t ldc, int accumulate);
+    /* idot's sums into floats, one scale group g at a time: for m < M, r < 16,
+     * t = float(S[m*16 + r]) * ks(blk*16 + r, g) (the kernel-unit scale, as
+     * moeq__pk_ks), C[m*16 + r] = first ? t : C[m*16 + r] + t (a product,
+     * then a sum).  Bit-identical across tables. */
+    void (*iscale)(const moeq__packed *pk, size_t blk, size_t g, size_t M, const int32_t *S,
+                   float *C, int first);
     /* Integer products for NVFP4 activations on NVFP4 weights (W4A4): pk holds
      * E2M1 codes (NIB, lut = the E2M1 values) with E4M3_DIV scales and
      * gsize 16.  For m < M (any number), r < 16:

@@ -86,7 +86,7 @@ struct moeq_moe {
     int32_t act_group; /* FP8_GROUP: columns per scale */
     moeq__proj *projs; /* [E_local * 3]: gate, up, down of each expert */
     bool all_packed;   /* every projection is PACKED (moe_pack.c) */
-    bool int8_dot;     /* int8 activations and every projection I8-packed: the fast
+    bool int8_dot;     /* int8 activations, every projection I8- or I4-packed: the fast
                           forward multiplies codes in integers (moe_fast.c) */
     bool fp4_dot;      /* NVFP4 activations and weights (E2M1, E4M3 / global scales,
                           groups of 16) throughout: likewise, with fdot */

@@ -362,9 +362,9 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
 /* The int8 path's block: C[m*16 + r] = xsc[m] * sum_g ks(r, g) * S(m, r, g),
  * with S the exact integer sum of one scale group's code products (idot on
  * column windows of KB, so a window of the block stays in L1 across the
- * tiles of tokens), the groups' terms added in group order (plain C: the
- * same bits with any kernel table).  Nothing depends on M or the tiling: a token's result is the
- * same whatever it is batched with. */
+ * tiles of tokens), the groups' terms added in group order (iscale).
+ * Nothing depends on M or the tiling: a token's result is the same whatever
+ * it is batched with. */
 static void proj_block_int(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b,
                            size_t M, const int16_t *const *xc, const float *xsc, float *C) {
     const moeq__packed *pk = &pj->pk;
@@ -383,17 +383,7 @@ static void proj_block_int(const fast *f, const tscratch *t, const moeq__proj *p
                 m0 += mt;
             }
         }
-        float ks[16];
-        for (size_t r = 0; r < 16; r++) {
-            const size_t row = b * 16 + r;
-            ks[r] = row < pk->rows ? moeq__pk_ks(pk, row, g) : 0.0f;
-        }
-        for (size_t m = 0; m < M; m++) {
-            for (size_t r = 0; r < 16; r++) {
-                const float v = (float)t->Ci[m * 16 + r];
-                C[m * 16 + r] = g ? C[m * 16 + r] + v * ks[r] : v * ks[r];
-            }
-        }
+        f->K->iscale(pk, b, g, M, t->Ci, C, g == 0);
     }
     for (size_t m = 0; m < M; m++) {
         for (size_t r = 0; r < 16; r++) C[m * 16 + r] *= xsc[m];

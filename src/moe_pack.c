@@ -13,7 +13,7 @@
  * g_idx, sizes that are not multiples of 8, ...) the originals stay for the
  * projections that need them and the packed copies come on top.
  *
- * A layer with int8 activations whose projections all packed as I8 is
+ * A layer with int8 activations whose projections all packed as I8 or I4 is
  * marked int8_dot, one with NVFP4 activations and NVFP4 weights fp4_dot: its
  * fast forward keeps activations as codes and multiplies them with the
  * weight codes in integers.
@@ -102,13 +102,14 @@ moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
     }
     moeq__free(packed);
     l->all_packed = all;
-    /* Int8 activations on int8 codes: integer products (kernels.h, idot). */
+    /* Int8 activations on int8 or int4 codes: integer products (kernels.h, idot). */
     bool int8_act = l->act_kind == MOEQ__ACT_INT8_TOKEN || l->act_kind == MOEQ__ACT_INT8_TENSOR ||
                     l->act_kind == MOEQ__ACT_INT8_STATIC;
     l->int8_dot = all && int8_act;
     for (size_t i = 0; i < n && l->int8_dot; i++) {
         const moeq__packed *pk = &l->projs[i].pk;
-        l->int8_dot = pk->code == MOEQ__PK_I8 && pk->gsize <= MOEQ__IDOT_KMAX;
+        l->int8_dot =
+            (pk->code == MOEQ__PK_I8 || pk->code == MOEQ__PK_I4) && pk->gsize <= MOEQ__IDOT_KMAX;
     }
     /* NVFP4 on NVFP4 (kernels.h, fdot). */
     l->fp4_dot = all && l->act_kind == MOEQ__ACT_NVFP4;

@@ -178,10 +178,11 @@ static const shape k_shapes[] = {
     {33, 256, 128}, {40, 200, 200}, {16, 768, 128},
 };
 
-/* idot on I8 blocks: the portable kernel is the exact integer dot product of
- * the stored codes with activation codes (the extremes -128 and 127 among
- * them), over a whole row and over two windows accumulated; the SIMD kernel
- * gives the same int32 values, for 1..6 tokens. */
+/* idot on I8 and I4 blocks: the portable kernel is the exact integer dot
+ * product of the codes with activation codes (the extremes -128 and 127
+ * among them), over a whole row and over two windows accumulated; the SIMD
+ * kernel gives the same int32 values, for 1..6 tokens.  iscale on those sums
+ * is the product and sum written out, in both tables. */
 static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
     int16_t *xq = malloc(sizeof(int16_t) * MOEQ__TILE_MAX * C);
@@ -191,7 +192,7 @@ static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
     }
     const int16_t *xs[MOEQ__TILE_MAX];
     for (size_t m = 0; m < MOEQ__TILE_MAX; m++) xs[m] = xq + m * C;
-    const size_t half = (C / 2) & ~(size_t)1;
+    const size_t half = (C / 2) & ~(size_t)7;
     for (size_t M = 1; M <= MOEQ__TILE_MAX; M++) {
         for (size_t b = 0; b < pk->blocks; b++) {
             int32_t cp[MOEQ__TILE_MAX * 20], cs[MOEQ__TILE_MAX * 20], cw[MOEQ__TILE_MAX * 20];
@@ -213,6 +214,25 @@ static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
             for (size_t m = 0; m < M; m++) {
                 ck_assert_msg(memcmp(cp + m * 20, cw + m * 20, 16 * sizeof(int32_t)) == 0,
                               "idot in two windows differs (M=%zu shape %zu)", M, si);
+            }
+            /* iscale: the sums times each group's scale, first and accumulated */
+            float fp[MOEQ__TILE_MAX * 16], fs[MOEQ__TILE_MAX * 16];
+            int32_t sums[MOEQ__TILE_MAX * 16];
+            for (size_t m = 0; m < M; m++) memcpy(sums + m * 16, cp + m * 20, 16 * sizeof(int32_t));
+            for (size_t g = 0; g < pk->groups && g < 3; g++) {
+                P->iscale(pk, b, g, M, sums, fp, g == 0);
+                if (S) S->iscale(pk, b, g, M, sums, fs, g == 0);
+            }
+            for (size_t m = 0; m < M; m++) {
+                for (size_t r = 0; r < 16; r++) {
+                    float want = 0.0f;
+                    for (size_t g = 0; g < pk->groups && g < 3; g++) {
+                        const float t = (float)sums[m * 16 + r] * moeq__pk_ks(pk, b * 16 + r, g);
+                        want = g ? want + t : t;
+                    }
+                    ck_assert_uint_eq(bits(fp[m * 16 + r]), bits(want));
+                    if (S) ck_assert_uint_eq(bits(fs[m * 16 + r]), bits(want));
+                }
             }
             if (!S) continue;
             S->idot(pk, b, 0, C, M, xs, cs, 20, 0);
@@ -348,7 +368,7 @@ START_TEST(test_packed_kernels) {
                 }
             }
         }
-        if (s.pk.code == MOEQ__PK_I8) check_idot(&s.pk, C, si);
+        if (s.pk.code == MOEQ__PK_I8 || s.pk.code == MOEQ__PK_I4) check_idot(&s.pk, C, si);
         free(x);
         free(prep);
         free(prep_s);

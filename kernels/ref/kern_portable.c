@@ -95,7 +95,10 @@ static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_
         for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
             int32_t acc = accumulate ? C[m * ldc + r] : 0;
             for (size_t k = k0; k < k0 + nk; k++) {
-                acc += (int32_t)(int8_t)bc[k * MOEQ__PK_ROWS + r] * x[m][k];
+                const int32_t q = pk->code == MOEQ__PK_I8
+                                      ? (int32_t)(int8_t)bc[k * MOEQ__PK_ROWS + r]
+                                      : (int32_t)moeq__pk_kv(pk, blk * MOEQ__PK_ROWS + r, k);
+                acc += q * x[m][k];
             }
             C[m * ldc + r] = acc;
         }
@@ -116,6 +119,17 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
                 acc = fmaf((float)S, gemv_scale(pk, row, g) * x[m].sc[g], acc);
             }
             y[m * ldy + r] = acc;
+        }
+    }
+}
+
+static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const int32_t *S,
+                   float *C, int first) {
+    for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+        const float ks = moeq__pk_ks(pk, blk * MOEQ__PK_ROWS + r, g);
+        for (size_t m = 0; m < M; m++) {
+            const float t = (float)S[m * 16 + r] * ks;
+            C[m * 16 + r] = first ? t : C[m * 16 + r] + t;
         }
     }
 }
@@ -216,6 +230,7 @@ const moeq__kern moeq__kern_portable = {
     .i4_prep = i4_prep,
     .tile = tile,
     .idot = idot,
+    .iscale = iscale,
     .fdot = fdot,
     .q_nvfp4 = q_nvfp4,
     .q_int8 = q_int8,

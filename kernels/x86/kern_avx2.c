@@ -743,9 +743,77 @@ AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const int16_t *const 
 #undef ST
 }
 
+/* I4 codes: each 8-column chunk's two halves (rows 0-7, 8-15; one 32-bit
+ * word of 8 nibbles per row) become, per half, two vectors of 4 rows x 8
+ * columns in bytes (the low and high nibbles interleaved: rows 0, 1, 4, 5
+ * and 2, 3, 6, 7), decoded once per window for all tokens.  vpmaddubsw takes
+ * the stored n (0..15, unsigned) against 8 broadcast activation codes,
+ * vpmaddwd with ones widens, and one vphaddd per half at the end puts the
+ * rows in order; the offset -8 comes off through the window's sum of x. */
+#define IDOT4_WIN 256
+
+static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const int16_t *const *x,
+                    int32_t *C, size_t ldc, int accumulate) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    _Alignas(32) uint8_t W[IDOT4_WIN / 8 * 128];
+    if (nk == 0 && !accumulate) {
+        for (size_t m = 0; m < M; m++) memset(C + m * ldc, 0, 16 * sizeof(int32_t));
+    }
+    for (size_t kw = k0; kw < k0 + nk; kw += IDOT4_WIN) {
+        const size_t n = k0 + nk - kw < IDOT4_WIN ? k0 + nk - kw : IDOT4_WIN;
+        for (size_t j = 0; j < n / 8; j++) {
+            for (int h = 0; h < 2; h++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(bc + (kw / 8 + j) * 64 + 32 * h));
+                const __m256i lo = _mm256_and_si256(raw, low4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+                _mm256_store_si256((__m256i *)(W + j * 128 + 64 * h), _mm256_unpacklo_epi8(lo, hi));
+                _mm256_store_si256((__m256i *)(W + j * 128 + 64 * h + 32),
+                                   _mm256_unpackhi_epi8(lo, hi));
+            }
+        }
+        for (size_t m = 0; m < M; m++) {
+            const int16_t *xm = x[m] + kw;
+            __m256i a0 = _mm256_setzero_si256(), b0 = a0, a1 = a0, b1 = a0, sx = a0;
+            for (size_t j = 0; j < n / 8; j++) {
+                const __m128i x16 = _mm_loadu_si128((const __m128i *)(xm + 8 * j));
+                sx = _mm256_add_epi32(sx, _mm256_castsi128_si256(_mm_madd_epi16(x16, _mm_set1_epi16(1))));
+                const __m256i q = _mm256_broadcastq_epi64(_mm_packs_epi16(x16, x16));
+                const uint8_t *w = W + j * 128;
+#define I4MAD(acc, o)                                                                              \
+    acc = _mm256_add_epi32(                                                                        \
+        acc, _mm256_madd_epi16(                                                                    \
+                 _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(w + (o))), q), ones))
+                I4MAD(a0, 0);
+                I4MAD(b0, 32);
+                I4MAD(a1, 64);
+                I4MAD(b1, 96);
+#undef I4MAD
+            }
+            /* the sum of x: 4 lanes of the low half */
+            __m128i s4 = _mm256_castsi256_si128(sx);
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+            const __m256i off = _mm256_slli_epi32(_mm256_broadcastd_epi32(s4), 3); /* 8 * sum */
+            __m256i r0 = _mm256_sub_epi32(_mm256_hadd_epi32(a0, b0), off);
+            __m256i r1 = _mm256_sub_epi32(_mm256_hadd_epi32(a1, b1), off);
+            int32_t *cm = C + m * ldc;
+            if (accumulate || kw > k0) {
+                r0 = _mm256_add_epi32(r0, _mm256_loadu_si256((const __m256i *)cm));
+                r1 = _mm256_add_epi32(r1, _mm256_loadu_si256((const __m256i *)(cm + 8)));
+            }
+            _mm256_storeu_si256((__m256i *)cm, r0);
+            _mm256_storeu_si256((__m256i *)(cm + 8), r1);
+        }
+    }
+}
+
 static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
                  const int16_t *const *x, int32_t *C, size_t ldc, int accumulate) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    if (pk->code == MOEQ__PK_I4) {
+        idot_i4(bc, k0, nk, M, x, C, ldc, accumulate);
+        return;
+    }
     switch (M) {
         case 1: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 1); break;
         case 2: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 2); break;
@@ -753,6 +821,20 @@ static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_
         case 4: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 4); break;
         case 5: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 5); break;
         default: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 6); break;
+    }
+}
+
+static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const int32_t *S,
+                   float *C, int first) {
+    __m256 s[2];
+    scales16(pk, blk, g, s);
+    for (size_t m = 0; m < M; m++) {
+        for (int h = 0; h < 2; h++) {
+            const __m256 t = _mm256_mul_ps(
+                _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(S + m * 16 + 8 * h))), s[h]);
+            float *c = C + m * 16 + 8 * h;
+            _mm256_storeu_ps(c, first ? t : _mm256_add_ps(_mm256_loadu_ps(c), t));
+        }
     }
 }
 
@@ -1129,6 +1211,7 @@ const moeq__kern moeq__kern_avx2 = {
     .i4_prep = i4_prep,
     .tile = tile,
     .idot = idot,
+    .iscale = iscale,
     .fdot = fdot,
     .q_nvfp4 = q_nvfp4,
     .q_int8 = q_int8,

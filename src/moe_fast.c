@@ -497,10 +497,13 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
     }
     const moeq__proj *pg = &l->projs[it->e * 3 + MOEQ__GATE], *pu = &l->projs[it->e * 3 + MOEQ__UP];
     const float *rows_g[MOEQ__GEMV_MAX], *rows_u[MOEQ__GEMV_MAX];
-    const float *const *xg = gemv_rows(f, t, pg, M, t->xr, 0, rows_g);
-    const float *const *xu = xg;
-    if (pu->pk.code != pg->pk.code || pu->pk.gsize != pg->pk.gsize || pu->w.kind != pg->w.kind) {
-        xu = gemv_rows(f, t, pu, M, t->xr, 1, rows_u);
+    const float *const *xg = t->xr, *const *xu = t->xr;
+    if (!f->int8 && !f->fp4) { /* the float path's gemv rows */
+        xg = xu = gemv_rows(f, t, pg, M, t->xr, 0, rows_g);
+        if (pu->pk.code != pg->pk.code || pu->pk.gsize != pg->pk.gsize ||
+            pu->w.kind != pg->w.kind) {
+            xu = gemv_rows(f, t, pu, M, t->xr, 1, rows_u);
+        }
     }
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
         if (M > MOEQ__GEMV_MAX && l->all_packed) {
@@ -552,7 +555,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     }
     const moeq__proj *pd = &l->projs[it->e * 3 + MOEQ__DOWN];
     const float *rows[MOEQ__GEMV_MAX];
-    const float *const *xg = gemv_rows(f, t, pd, M, t->xr, 0, rows);
+    const float *const *xg = f->int8 || f->fp4 ? t->xr : gemv_rows(f, t, pd, M, t->xr, 0, rows);
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
         if (M > MOEQ__GEMV_MAX && l->all_packed) prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB);
         if (f->int8) {

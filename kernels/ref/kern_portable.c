@@ -165,14 +165,15 @@ static void q_int8(const float *x, size_t n, float s, int16_t *q) {
 
 static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, int16_t *sum12) {
     uint8_t packed[CHUNK / 2], sf[CHUNK / 16];
+    float e2m1[CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
         const size_t len = n - i < CHUNK ? n - i : CHUNK;
         moeq__actq_nvfp4_ref(x + i, 1, len, gsc, packed, sf);
+        moeq__fp4_unpack_ref(packed, 0, len, e2m1);
         for (size_t g = 0; g < len / 16; g++) {
             int sum = 0;
             for (size_t c = g * 16; c < g * 16 + 16; c++) {
-                const uint8_t code = (uint8_t)((c & 1u) ? packed[c / 2] >> 4 : packed[c / 2] & 0xFu);
-                const int8_t val = (int8_t)(2.0f * moeq__e2m1_to_f32(code));
+                const int8_t val = (int8_t)(2.0f * e2m1[c]);
                 v[i + c] = val;
                 sum += val;
             }

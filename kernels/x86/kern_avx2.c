@@ -949,13 +949,18 @@ static float amax(const float *x, size_t n) {
 }
 
 /* int8: clamp(round_half_even(x / s), -128, 127) * s; NaN -> 0; never -0. */
-AI __m256 qdq_int8_v(__m256 x, __m256 s) {
+/* The int8 code of x / s as a float: clamp(round_half_even), NaN -> 0, never -0. */
+AI __m256 int8_code_v(__m256 x, __m256 s) {
     const __m256 v = _mm256_div_ps(x, s);
     const __m256 ord = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
     __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
-    r = _mm256_add_ps(r, _mm256_setzero_ps());      /* -0 -> +0, as the int8 code */
-    return _mm256_mul_ps(_mm256_and_ps(r, ord), s); /* NaN -> code 0 (then times s) */
+    r = _mm256_add_ps(r, _mm256_setzero_ps()); /* -0 -> +0, as the int8 code */
+    return _mm256_and_ps(r, ord);              /* NaN -> code 0 */
+}
+
+AI __m256 qdq_int8_v(__m256 x, __m256 s) {
+    return _mm256_mul_ps(int8_code_v(x, s), s);
 }
 
 static void qdq_int8(const float *x, size_t n, float s, float *out) {
@@ -969,11 +974,7 @@ static void q_int8(const float *x, size_t n, float s, int16_t *q) {
     const __m256 sv = _mm256_set1_ps(s);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), sv);
-        const __m256 ord = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
-        __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
-        const __m256i c = _mm256_cvtps_epi32(_mm256_and_ps(r, ord)); /* NaN -> 0 */
+        const __m256i c = _mm256_cvtps_epi32(int8_code_v(_mm256_loadu_ps(x + i), sv));
         _mm_storeu_si128((__m128i *)(q + i), _mm_packs_epi32(_mm256_castsi256_si128(c),
                                                              _mm256_extracti128_si256(c, 1)));
     }

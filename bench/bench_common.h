@@ -1,6 +1,7 @@
 /*
  * bench_common.h - what the benchmarks share: the clock, a xorshift
- * generator, and the FP32 FMA loop that measures the machine's peak.
+ * generator, the FP32 FMA loop that measures the machine's peak and the
+ * loads-only loop that measures read bandwidth.
  * Header-only (bench/CMakeLists.txt makes one program of each .c file).
  */
 #ifndef MOEQ_BENCH_COMMON_H
@@ -64,7 +65,30 @@ __attribute__((target("avx2,fma"), unused)) static double bench_fma_loop(long it
     _mm256_storeu_ps(l, s);
     return (double)l[0];
 }
+
+/* Sums n floats (a multiple of 32, p 32-byte aligned) with four independent
+ * chains of loads: the read bandwidth when p is far larger than the caches. */
+__attribute__((target("avx2,fma"), unused)) static double bench_read_sum(const float *p,
+                                                                         size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    float l[8];
+    _mm256_storeu_ps(l, s);
+    return (double)(l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7]);
+}
 #else
+__attribute__((unused)) static double bench_read_sum(const float *p, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += p[i];
+    return s;
+}
+
 __attribute__((unused)) static double bench_fma_loop(long iters) {
     float a[96];
     for (int i = 0; i < 96; i++) a[i] = (float)i;

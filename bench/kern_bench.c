@@ -1,7 +1,9 @@
 /*
  * kern_bench.c - throughput of the fast kernels alone, one thread: gemv
  * (M = 1..4 tokens), panel decode and the f32 tile, for each code kind, on
- * a weight that stays in L2 ("hot") and on one far above L3 ("cold").
+ * a weight that stays in L2 ("hot") and on one far above L3 ("cold"), with
+ * the cold weight's read rate by loads alone next to gemv's; the panel and
+ * tile steps in situ (32 tokens) for int4 and E4M3 codes.
  * Prints figures; asserts nothing.
  *
  * usage: kern_bench [portable]
@@ -122,6 +124,7 @@ int main(int argc, char **argv) {
         int kind = kinds[ki];
         size_t gs = ki == 4 ? 16 : ki == 5 ? 32 : 128;
         g_gdiv = ki == 4 ? 1234.5f : ki == 5 ? -1.0f : 0.0f;
+        double gemv1[2] = {0, 0}; /* gemv M=1, GB/s: hot, cold */
         for (int cold = 0; cold < 2; cold++) {
             size_t rows =
                 cold ? (size_t)(kind == MOEQ__QW_I8 || kind == MOEQ__QW_E4M3 ? 131072 : 262144)
@@ -149,9 +152,30 @@ int main(int argc, char **argv) {
                     double dt = bench_now() - t0;
                     best = dt < best ? dt : best;
                 }
+                if (M == 1) gemv1[cold] = bytes / best / 1e9;
                 printf("%-5s %-4s gemv M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GFLOP/s\n",
                        names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best / 1e9,
                        bytes / best / 1e9, 2.0 * M * rows * cols / best / 1e9);
+            }
+            if (cold) {
+                /* the same bytes read by loads alone: whether gemv's decode and FMAs
+                 * overlap the memory traffic (cold = min(hot, read)) or add to it
+                 * (cold = 1 / (1/hot + 1/read)) */
+                double best = 1e300;
+                volatile double sink = 0;
+                for (int r = 0; r < 3; r++) {
+                    double t0 = bench_now();
+                    sink += bench_read_sum((const float *)(const void *)w.mem,
+                                           ((size_t)bytes / 4) & ~(size_t)31);
+                    double dt = bench_now() - t0;
+                    best = dt < best ? dt : best;
+                }
+                (void)sink;
+                const double rd = bytes / best / 1e9;
+                printf("%-5s cold read (loads only): %6.2f GB/s; gemv M=1 %.2f GB/s vs %.2f if "
+                       "overlapped, %.2f if serial\n",
+                       names[ki], rd, gemv1[1], gemv1[0] < rd ? gemv1[0] : rd,
+                       1.0 / (1.0 / gemv1[0] + 1.0 / rd));
             }
             if (ki == 4) { /* NVFP4 activation codes, integer group sums */
                 for (size_t M = 1; M <= 6; M++) {
@@ -213,11 +237,15 @@ int main(int argc, char **argv) {
         }
         printf("tile M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * M * 256 * 16 / best / 1e9);
     }
-    /* in situ: 32 tokens, 48 blocks of 16 rows x 2048 (an expert's gate), panels of 256 */
-    {
+    /* in situ: 32 tokens, 48 blocks of 16 rows x 2048 (an expert's gate), panels of 256;
+     * int4 groups of 128 (wna16) and E4M3 channel scales (w8a8_fp8) */
+    for (int ik = 0; ik < 2; ik++) {
+        const int kind = ik ? MOEQ__QW_E4M3 : MOEQ__QW_INT4_NIBBLES;
+        const size_t gs = ik ? cols : 128;
+        const char *kn = ik ? "e4m3" : "int4";
         wt w;
         g_gdiv = 0;
-        make(MOEQ__QW_INT4_NIBBLES, 768, cols, 128, &w);
+        make(kind, 768, cols, gs, &w);
         size_t M = 32;
         float *X = malloc(sizeof(float) * M * cols);
         for (size_t i = 0; i < M * cols; i++) X[i] = (float)(rnd() % 100) * 0.01f;
@@ -241,13 +269,13 @@ int main(int argc, char **argv) {
                 double dt = bench_now() - t0;
                 best = dt < best ? dt : best;
             }
-            printf("in situ M=32 %s: %6.1f GFLOP/s\n", variant ? "tiles only" : "panel+tiles",
+            printf("%s in situ M=32 %s: %6.1f GFLOP/s\n", kn, variant ? "tiles only" : "panel+tiles",
                    2.0 * M * 768 * cols / best / 1e9);
         }
         /* cold: 64 experts' worth of weights, each used once per pass */
         {
             wt big;
-            make(MOEQ__QW_INT4_NIBBLES, 768 * 64, cols, 128, &big);
+            make(kind, 768 * 64, cols, gs, &big);
             double best = 1e300, best_np = 1e300;
             for (int r = 0; r < 6; r++) {
                 int pf = r & 1; /* alternate: no prefetch / the driver's prefetch */
@@ -256,9 +284,10 @@ int main(int argc, char **argv) {
                     for (size_t k0 = 0; k0 < cols; k0 += 256) {
                         if (pf) {
                             const uint8_t *q = big.pk.codes + b * big.pk.blk_code_bytes;
-                            size_t off = (k0 + 512) * 8;
-                            if (off >= cols * 8) q += big.pk.blk_code_bytes, off -= cols * 8;
-                            for (size_t o = 0; o < 2048; o += 64)
+                            const size_t per = big.pk.blk_code_bytes / cols; /* bytes per column */
+                            size_t off = (k0 + 512) * per;
+                            if (off >= cols * per) q += big.pk.blk_code_bytes, off -= cols * per;
+                            for (size_t o = 0; o < 256 * per; o += 64)
                                 __builtin_prefetch(q + off + o, 0, 2);
                         }
                         K->panel(&big.pk, b, k0, 256, P);
@@ -276,8 +305,8 @@ int main(int argc, char **argv) {
                     best_np = dt < best_np ? dt : best_np;
                 }
             }
-            printf("in situ M=32 cold weights: %6.1f GFLOP/s (no prefetch: %6.1f)\n",
-                   2.0 * M * 768 * 64 * cols / best / 1e9,
+            printf("%s in situ M=32 cold weights: %6.1f GFLOP/s (no prefetch: %6.1f)\n",
+                   kn, 2.0 * M * 768 * 64 * cols / best / 1e9,
                    2.0 * M * 768 * 64 * cols / best_np / 1e9);
             free(big.mem);
         }

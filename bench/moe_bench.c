@@ -74,34 +74,11 @@ typedef struct thr_arg {
     double t0, t1;
 } thr_arg;
 
-#if HAVE_X86_BENCH
-__attribute__((target("avx2,fma"))) static double sum_avx2(const float *p, size_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 32 <= n; i += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
-    }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    float l[8];
-    _mm256_storeu_ps(l, s);
-    return (double)(l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7]);
-}
-
-#else
-static double sum_avx2(const float *p, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += p[i];
-    return s;
-}
-#endif
-
 static void *bw_thread(void *vp) {
     thr_arg *a = vp;
     pthread_barrier_wait(a->bar);
     a->t0 = bench_now();
-    a->out = sum_avx2(a->p, a->n);
+    a->out = bench_read_sum(a->p, a->n);
     a->t1 = bench_now();
     return NULL;
 }

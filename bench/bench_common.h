@@ -8,6 +8,7 @@
 #define MOEQ_BENCH_COMMON_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -66,26 +67,29 @@ __attribute__((target("avx2,fma"), unused)) static double bench_fma_loop(long it
     return (double)l[0];
 }
 
-/* Sums n floats (a multiple of 32, p 32-byte aligned) with four independent
- * chains of loads: the read bandwidth when p is far larger than the caches. */
-__attribute__((target("avx2,fma"), unused)) static double bench_read_sum(const float *p,
-                                                                         size_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 32 <= n; i += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+/* Reads `bytes` bytes at p (32-byte aligned; a multiple of 128 is read) with
+ * four independent chains of integer XORs, whatever the bits are: the read
+ * bandwidth when p is far larger than the caches. */
+__attribute__((target("avx2,fma"), unused)) static uint64_t bench_read_sum(const void *p,
+                                                                           size_t bytes) {
+    const __m256i *v = (const __m256i *)p;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 4 <= bytes / 32; i += 4) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256(v + i));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256(v + i + 1));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256(v + i + 2));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256(v + i + 3));
     }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    float l[8];
-    _mm256_storeu_ps(l, s);
-    return (double)(l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7]);
+    const __m256i s = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    uint64_t l[4];
+    _mm256_storeu_si256((__m256i *)(void *)l, s);
+    return l[0] ^ l[1] ^ l[2] ^ l[3];
 }
 #else
-__attribute__((unused)) static double bench_read_sum(const float *p, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += p[i];
+__attribute__((unused)) static uint64_t bench_read_sum(const void *p, size_t bytes) {
+    const uint64_t *w = p;
+    uint64_t s = 0;
+    for (size_t i = 0; i < bytes / 8; i++) s ^= w[i];
     return s;
 }
 

@@ -162,11 +162,10 @@ int main(int argc, char **argv) {
                  * overlap the memory traffic (cold = min(hot, read)) or add to it
                  * (cold = 1 / (1/hot + 1/read)) */
                 double best = 1e300;
-                volatile double sink = 0;
+                volatile uint64_t sink = 0;
                 for (int r = 0; r < 3; r++) {
                     double t0 = bench_now();
-                    sink += bench_read_sum((const float *)(const void *)w.mem,
-                                           ((size_t)bytes / 4) & ~(size_t)31);
+                    sink ^= bench_read_sum(w.mem, (size_t)bytes);
                     double dt = bench_now() - t0;
                     best = dt < best ? dt : best;
                 }

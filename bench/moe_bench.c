@@ -78,7 +78,7 @@ static void *bw_thread(void *vp) {
     thr_arg *a = vp;
     pthread_barrier_wait(a->bar);
     a->t0 = bench_now();
-    a->out = bench_read_sum(a->p, a->n);
+    a->out = (double)bench_read_sum(a->p, a->n * sizeof(float));
     a->t1 = bench_now();
     return NULL;
 }

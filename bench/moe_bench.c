@@ -4,7 +4,7 @@
  * layers are built and cycled, and the routing is redrawn for every run, so
  * the experts a run touches come from DRAM (each layer is far above the
  * 32 MiB L3).  Measured in the same run, for the ratios:
- *   - read bandwidth: an AVX2 sum over 512 MiB, 1 and 2 threads;
+ *   - read bandwidth: AVX2 loads folded by XOR (bench_read_sum) over 512 MiB, 1 and 2 threads;
  *   - the FP32 FMA peak: 12 independent ymm FMA chains per thread;
  *   - OpenBLAS sgemm on the same shapes with weights already dequantized to
  *     fp32 (per expert: M = the rows routed to it; gate, up and down; the

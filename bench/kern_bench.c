@@ -268,8 +268,8 @@ int main(int argc, char **argv) {
                 double dt = bench_now() - t0;
                 best = dt < best ? dt : best;
             }
-            printf("%s in situ M=32 %s: %6.1f GFLOP/s\n", kn, variant ? "tiles only" : "panel+tiles",
-                   2.0 * M * 768 * cols / best / 1e9);
+            printf("%s in situ M=32 %s: %6.1f GFLOP/s\n", kn,
+                   variant ? "tiles only" : "panel+tiles", 2.0 * M * 768 * cols / best / 1e9);
         }
         /* cold: 64 experts' worth of weights, each used once per pass */
         {

@@ -948,7 +948,6 @@ static float amax(const float *x, size_t n) {
     return m;
 }
 
-/* int8: clamp(round_half_even(x / s), -128, 127) * s; NaN -> 0; never -0. */
 /* The int8 code of x / s as a float: clamp(round_half_even), NaN -> 0, never -0. */
 AI __m256 int8_code_v(__m256 x, __m256 s) {
     const __m256 v = _mm256_div_ps(x, s);
@@ -959,6 +958,7 @@ AI __m256 int8_code_v(__m256 x, __m256 s) {
     return _mm256_and_ps(r, ord);              /* NaN -> code 0 */
 }
 
+/* int8: clamp(round_half_even(x / s), -128, 127) * s; NaN -> 0; never -0. */
 AI __m256 qdq_int8_v(__m256 x, __m256 s) {
     return _mm256_mul_ps(int8_code_v(x, s), s);
 }

@@ -1,48 +1,102 @@
 /*
  * cpu.c - picks the kernel table at run time.  Compiled for the baseline ISA
  * (never with -mavx2): it only asks the CPU what it can do.
+ *
+ * Tables, each a superset of the one before: portable (any C11 compiler),
+ * avx2 (AVX2 + FMA + F16C), avx512 (avx2 with the integer-product kernels
+ * replaced by AVX-512 F/BW/VL + VNNI + VBMI ones).  MOEQ_KERNELS=portable,
+ * avx2 or avx512 caps the choice (a name the CPU cannot run means the best
+ * table below it).
  */
 #include "kernels.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #if defined(MOEQ_HAVE_X86) && MOEQ_HAVE_X86
 #include <cpuid.h>
 
-/* XCR0: which register states the OS saves (bit 1 SSE, bit 2 AVX). */
+/* XCR0: which register states the OS saves (bit 1 SSE, bit 2 AVX, bits 5-7
+ * the AVX-512 opmask and upper ZMM registers). */
 static uint64_t xgetbv0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
 }
 
-bool moeq__cpu_has_avx2(void) {
+static int cpu_level(void) {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     const bool fma = (c >> 12) & 1u, osxsave = (c >> 27) & 1u, avx = (c >> 28) & 1u,
                f16c = (c >> 29) & 1u;
-    if (!(fma && osxsave && avx && f16c)) return false;
-    if ((xgetbv0() & 6u) != 6u) return false;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return (b >> 5) & 1u; /* AVX2 */
+    if (!(fma && osxsave && avx && f16c)) return 0;
+    const uint64_t xcr0 = xgetbv0();
+    if ((xcr0 & 6u) != 6u) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if (!((b >> 5) & 1u)) return 0; /* AVX2 */
+#if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+    const bool f = (b >> 16) & 1u, bw = (b >> 30) & 1u, vl = (b >> 31) & 1u, vbmi = (c >> 1) & 1u,
+               vnni = (c >> 11) & 1u;
+    if (f && bw && vl && vbmi && vnni && (xcr0 & 0xE6u) == 0xE6u) return 2;
+#endif
+    return 1;
 }
 #else
-bool moeq__cpu_has_avx2(void) {
-    return false;
+static int cpu_level(void) {
+    return 0;
 }
 #endif
 
-const moeq__kern *moeq__kern_best(bool portable_only) {
-#if defined(MOEQ_HAVE_X86) && MOEQ_HAVE_X86
-    static atomic_int has = -1; /* every thread computes the same answer */
-    int h = atomic_load_explicit(&has, memory_order_relaxed);
-    if (h < 0) {
-        h = moeq__cpu_has_avx2() ? 1 : 0;
-        atomic_store_explicit(&has, h, memory_order_relaxed);
+int moeq__cpu_level(void) {
+    static atomic_int level = -1; /* every thread computes the same answer */
+    int v = atomic_load_explicit(&level, memory_order_relaxed);
+    if (v < 0) {
+        v = cpu_level();
+        atomic_store_explicit(&level, v, memory_order_relaxed);
     }
-    if (!portable_only && h) return &moeq__kern_avx2;
+    return v;
+}
+
+static const char *const level_names[] = {"portable", "avx2", "avx512"};
+
+int moeq__kern_env_cap(void) {
+    const char *env = getenv("MOEQ_KERNELS");
+    if (!env || !env[0]) return 2;
+    for (int i = 0; i < 3; i++) {
+        if (!strcmp(env, level_names[i])) return i;
+    }
+    return -1;
+}
+
+#if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+static moeq__kern avx512_table;
+static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
+static void avx512_build(void) {
+    avx512_table = moeq__kern_avx2;
+    moeq__kern_avx512_fill(&avx512_table);
+}
+#endif
+
+const moeq__kern *moeq__kern_level(int level) {
+#if defined(MOEQ_HAVE_X86) && MOEQ_HAVE_X86
+    const int have = moeq__cpu_level();
+    if (level > have) level = have;
+#if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+    if (level >= 2) {
+        pthread_once(&avx512_once, avx512_build);
+        return &avx512_table;
+    }
+#endif
+    if (level >= 1) return &moeq__kern_avx2;
 #else
-    (void)portable_only;
+    (void)level;
 #endif
     return &moeq__kern_portable;
+}
+
+const moeq__kern *moeq__kern_best(bool portable_only) {
+    const int cap = moeq__kern_env_cap();
+    return moeq__kern_level(portable_only ? 0 : cap < 0 ? 2 : cap);
 }

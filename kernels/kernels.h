@@ -476,8 +476,9 @@ void moeq__pk_decode_row_ref(const moeq__packed *pk, size_t r, size_t first, siz
 void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, float *out);
 
 /* ------------------------------------------------------------------------ */
-/* The fast kernels: a table per instruction set (kern_ref.c is portable C,   */
-/* kernels/x86/kern_avx2.c needs AVX2+FMA+F16C).  Each entry of the AVX2      */
+/* The fast kernels: a table per instruction set (ref/kern_portable.c is     */
+/* portable C, x86/kern_avx2.c needs AVX2+FMA+F16C, x86/kern_avx512.c adds    */
+/* AVX-512 VNNI+VBMI kernels to the AVX2 table).  Each entry of every SIMD    */
 /* table is tested against the portable one (tests/check_simd.c).            */
 /* ------------------------------------------------------------------------ */
 
@@ -573,9 +574,21 @@ extern const moeq__kern moeq__kern_portable;
 #if defined(MOEQ_HAVE_X86) && MOEQ_HAVE_X86
 extern const moeq__kern moeq__kern_avx2;
 #endif
-/* cpu.c: true when the CPU and OS run AVX2, FMA and F16C code. */
-bool moeq__cpu_has_avx2(void);
-/* The best table this CPU runs (portable when `portable_only`). */
+#if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+/* kern_avx512.c: turns a copy of the AVX2 table into the AVX-512 one. */
+void moeq__kern_avx512_fill(moeq__kern *t);
+#endif
+/* cpu.c: what this CPU and OS run: 0 (portable only), 1 (AVX2 + FMA + F16C)
+ * or 2 (also AVX-512 F, BW, VL, VNNI and VBMI, when the build has them). */
+int moeq__cpu_level(void);
+/* The table of a level (0 portable, 1 avx2, 2 avx512), or of the highest
+ * level at or below it that this CPU runs. */
+const moeq__kern *moeq__kern_level(int level);
+/* The level MOEQ_KERNELS names (portable, avx2, avx512); 2 when it is unset
+ * or empty, -1 when it names none of these. */
+int moeq__kern_env_cap(void);
+/* The best table this CPU runs under MOEQ_KERNELS (portable when
+ * `portable_only`; an unknown MOEQ_KERNELS caps nothing here). */
 const moeq__kern *moeq__kern_best(bool portable_only);
 
 #endif /* MOEQ_KERNELS_H */

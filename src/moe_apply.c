@@ -33,6 +33,11 @@ moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out, moeq_e
     if (threads < 0 || threads > 256) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "threads is %d; use 0..256", (int)threads);
     }
+    if (moeq__kern_env_cap() < 0) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "MOEQ_KERNELS is '%s'; use portable, avx2 or avx512 (or unset it)",
+                           getenv("MOEQ_KERNELS"));
+    }
     moeq_ctx *c = moeq__calloc(1, sizeof *c);
     if (!c) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory creating a context");
     c->threads = threads ? threads : 1;
@@ -57,6 +62,11 @@ void moeq_ctx_destroy(moeq_ctx *c) {
     moeq__pool_destroy(c->pool);
     moeq__free(c->scratch);
     moeq__free(c);
+}
+
+const char *moeq_ctx_kernels(const moeq_ctx *ctx) {
+    if (!ctx) return NULL;
+    return ctx->force_ref ? "reference" : ctx->kern->name;
 }
 
 void *moeq__ctx_scratch(moeq_ctx *c, size_t n) {

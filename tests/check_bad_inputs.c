@@ -345,6 +345,8 @@ static const bad_row k_rows[] = {
     {APPLY, "not finalized", NULL, 0, MOEQ_STATUS_STATE, "not finalized"},
     {APPLY, "reference, top_k=9", NULL, 0, MOEQ_STATUS_INVALID_ARG, "top_k is 9"},
     {APPLY, "ctx threads=-1", NULL, 0, MOEQ_STATUS_INVALID_ARG, "threads is -1; use 0..256"},
+    {APPLY, "ctx MOEQ_KERNELS=avx9", NULL, 0, MOEQ_STATUS_INVALID_ARG,
+     "MOEQ_KERNELS is 'avx9'; use portable, avx2 or avx512 (or unset it)"},
     /* ---- routing (8 experts, top-2, 3 tokens) ----------------------------------------------------------- */
     {ROUTE, "logit=nan", NULL, 0, MOEQ_STATUS_INVALID_ARG,
      "token 1, expert 5: logit is nan; want finite router logits"},
@@ -747,7 +749,10 @@ static moeq_status run_apply(const bad_row *r, moeq_error *err) {
     moeq_ctx_options o = {0, 0};
     if (strcmp(m, "ctx threads=-1") == 0) o.threads = -1;
     moeq_ctx *ctx = NULL;
+    const bool bad_env = strcmp(m, "ctx MOEQ_KERNELS=avx9") == 0;
+    if (bad_env) setenv("MOEQ_KERNELS", "avx9", 1);
     moeq_status st = moeq_ctx_create(&o, &ctx, err);
+    if (bad_env) unsetenv("MOEQ_KERNELS");
     if (st != MOEQ_STATUS_OK) {
         ck_assert_ptr_null(ctx);
         moeq_test_layer_free(&tl);

@@ -7,8 +7,9 @@
  *   - every entry of the SIMD table equals the portable one bit for bit
  *     (panel, gemv for 1-4 tokens, tile and idot for 1-6 tokens and any
  *     length, amax, the activation quantize-dequantize steps and int8
- *     activation codes, special values included); skipped where the CPU
- *     has no AVX2/FMA/F16C.
+ *     activation codes, special values included), for each SIMD table
+ *     (avx2, avx512) in a test case of its own; a table the CPU cannot run
+ *     is said on stderr and its comparisons are left out.
  */
 #include "test_util.h"
 #include "kernels.h"
@@ -32,15 +33,20 @@ static uint32_t bits(float f) {
     return u;
 }
 
+/* The SIMD level under test (1 avx2, 2 avx512): each test runs once per
+ * level, in a test case whose fixture sets it. */
+static int g_level = 1;
+static void level_avx2(void) {
+    g_level = 1;
+}
+static void level_avx512(void) {
+    g_level = 2;
+}
+
+/* The table under test, or NULL where this CPU or build has none (the suite
+ * says so once, at the start). */
 static const moeq__kern *simd(void) {
-    const moeq__kern *k = moeq__kern_best(false);
-    if (k != &moeq__kern_portable) return k;
-    static int said;
-    if (!said++) {
-        fprintf(stderr, "check_simd: no SIMD kernel table on this CPU or build; "
-                        "the SIMD-versus-portable cases check nothing\n");
-    }
-    return NULL;
+    return moeq__cpu_level() >= g_level ? moeq__kern_level(g_level) : NULL;
 }
 
 /* ---- weights of every kind ---------------------------------------------------- */
@@ -244,8 +250,7 @@ static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
             S->idot(pk, b, half, C - half, M, xs, cs, 20, 1);
             for (size_t m = 0; m < M; m++) {
                 ck_assert_msg(memcmp(cp + m * 20, cs + m * 20, 16 * sizeof(int32_t)) == 0,
-                              "%s idot in two windows differs (M=%zu shape %zu)", S->name, M,
-                              si);
+                              "%s idot in two windows differs (M=%zu shape %zu)", S->name, M, si);
             }
         }
     }
@@ -321,7 +326,8 @@ START_TEST(test_packed_kernels) {
         /* I4 reads rows made by i4_prep (the same in both tables) */
         const float *xg[4] = {xs[0], xs[1], xs[2], xs[3]};
         size_t pstride = C + C / 8;
-        float *prep = malloc(sizeof(float) * 4 * pstride), *prep_s = malloc(sizeof(float) * pstride);
+        float *prep = malloc(sizeof(float) * 4 * pstride),
+              *prep_s = malloc(sizeof(float) * pstride);
         if (s.pk.code == MOEQ__PK_I4) {
             for (size_t m = 0; m < 4; m++) {
                 P->i4_prep(xs[m], C, s.pk.gsize, prep + m * pstride);
@@ -685,15 +691,24 @@ END_TEST
 
 static Suite *simd_suite(void) {
     Suite *s = suite_create("simd");
-    TCase *tc = tcase_create("core");
-    printf("fast kernels on this CPU: %s\n", moeq__kern_best(false)->name);
-    tcase_add_loop_test(tc, test_packed_kernels, 0, (int)(sizeof k_kinds / sizeof k_kinds[0]));
-    tcase_add_test(tc, test_not_packed);
-    tcase_add_test(tc, test_tile);
-    tcase_add_test(tc, test_fdot);
-    tcase_add_test(tc, test_activation_kernels);
-    tcase_add_test(tc, test_elementwise_kernels);
-    suite_add_tcase(s, tc);
+    printf("fast kernels on this CPU: %s\n", moeq__kern_level(2)->name);
+    for (int level = moeq__cpu_level() + 1; level <= 2; level++) {
+        fprintf(stderr,
+                "check_simd: no %s kernel table on this CPU or build; its "
+                "SIMD-versus-portable cases check nothing\n",
+                level == 2 ? "avx512" : "avx2");
+    }
+    for (int level = 1; level <= 2; level++) {
+        TCase *tc = tcase_create(level == 1 ? "avx2" : "avx512");
+        tcase_add_checked_fixture(tc, level == 1 ? level_avx2 : level_avx512, NULL);
+        tcase_add_loop_test(tc, test_packed_kernels, 0, (int)(sizeof k_kinds / sizeof k_kinds[0]));
+        tcase_add_test(tc, test_not_packed);
+        tcase_add_test(tc, test_tile);
+        tcase_add_test(tc, test_fdot);
+        tcase_add_test(tc, test_activation_kernels);
+        tcase_add_test(tc, test_elementwise_kernels);
+        suite_add_tcase(s, tc);
+    }
     return s;
 }
 

@@ -1126,10 +1126,16 @@ typedef struct moeq_ctx_options {
     int32_t force_ref; /* 1: scalar reference kernels only (also: env MOEQ_FORCE_REF=1) */
 } moeq_ctx_options;
 
-/* @return OK, INVALID_ARG, NOMEM.  OUT *out: destroy with moeq_ctx_destroy. */
+/* The fast kernels are the best table this CPU runs ("avx512", "avx2" or
+ * "portable"); env MOEQ_KERNELS=portable|avx2|avx512 caps the choice.
+ * @return OK, INVALID_ARG (also: MOEQ_KERNELS names no table), NOMEM.
+ * OUT *out: destroy with moeq_ctx_destroy. */
 MOEQ_API moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out,
                                      moeq_error *err);
 MOEQ_API void moeq_ctx_destroy(moeq_ctx *ctx);
+/* The kernels apply runs in this context: "reference" under force_ref, else
+ * the fast table's name ("avx512", "avx2" or "portable"); NULL for NULL. */
+MOEQ_API const char *moeq_ctx_kernels(const moeq_ctx *ctx);
 
 /* Runs the layer on `tokens` rows of x ([tokens, H], x_dtype BF16, F16 or
  * F32) routed to topk_ids/topk_weights ([tokens, top_k], global expert ids;

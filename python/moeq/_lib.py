@@ -393,6 +393,7 @@ PROTOTYPES = {
     "moeq_moe_finalize": (_st, [_h, _e], True),
     "moeq_ctx_create": (_st, [ctypes.POINTER(moeq_ctx_options), _hp, _e], True),
     "moeq_ctx_destroy": (None, [_h], True),
+    "moeq_ctx_kernels": (_s, [_h], True),
     "moeq_moe_apply": (
         _st, [_h, _h, _i32, ctypes.c_void_p, _i64, _i32, c_int32_p, c_float_p, _i32,
               ctypes.c_void_p, _e], True),

@@ -37,6 +37,12 @@ class Context(Owner):
         self._handle = Handle(out.value, lib.moeq_ctx_destroy)
         self._lock = threading.Lock()
 
+    @property
+    def kernels(self):
+        """The kernels apply runs here: "reference" (force_ref), else the fast
+        table, "avx512", "avx2" or "portable" (env MOEQ_KERNELS caps it)."""
+        return text(self._call(lib.moeq_ctx_kernels))
+
 
 _thread_contexts = threading.local()
 

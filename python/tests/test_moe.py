@@ -27,9 +27,21 @@ INT4_G32 = {"num_bits": 4, "strategy": "group", "group_size": GROUP, "symmetric"
 def test_context():
     with moeq.Context(threads=4, force_ref=True) as ctx:
         assert not ctx.closed
+        assert ctx.kernels == "reference"
     assert ctx.closed
     with pytest.raises(moeq.InvalidArgumentError, match="threads is -1"):
         moeq.Context(threads=-1)
+
+
+def test_context_kernels(monkeypatch):
+    with moeq.Context() as ctx:
+        assert ctx.kernels in ("avx512", "avx2", "portable")
+    monkeypatch.setenv("MOEQ_KERNELS", "portable")
+    with moeq.Context() as ctx:
+        assert ctx.kernels == "portable"
+    monkeypatch.setenv("MOEQ_KERNELS", "sse9")
+    with pytest.raises(moeq.InvalidArgumentError, match="MOEQ_KERNELS is 'sse9'"):
+        moeq.Context()
 
 
 def test_create_checks_the_config_first():

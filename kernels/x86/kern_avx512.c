@@ -1,0 +1,210 @@
+/*
+ * kern_avx512.c - the integer-product kernels for AVX-512 with VNNI and VBMI
+ * (compiled with those flags only; cpu.c checks the CPU and OS first).  The
+ * "avx512" table is the AVX2 table with idot and fdot replaced by these two,
+ * which give the same bits (their sums are exact integers; fdot's float
+ * steps are the AVX2 ones, 16 lanes at a time).
+ *
+ * vpdpbusd adds, per 32-bit lane, the four products of unsigned bytes in one
+ * operand with signed bytes in the other.  The weights go in as the unsigned
+ * side: I4 codes are stored as n = q + 8 (0..15) already, I8 codes become
+ * q + 128 (the sign bit flipped) and E2M1 codes 2v + 12 (0..24); the offset
+ * times the activations' sum comes off at the end.  Activation codes are the
+ * signed side, four consecutive columns broadcast to every lane.  One lane
+ * holds one row, so a 64-byte vector is 16 rows x 4 columns.
+ */
+#include "kernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+
+/* ---- idot ------------------------------------------------------------------------- */
+
+#define IDOT_WIN 512 /* activation columns narrowed to bytes per pass */
+
+/* Row m's codes for columns [k, k + n) as bytes in xb[m * IDOT_WIN]; their
+ * sums in sx[m].  n is a multiple of 8. */
+AI void narrow_rows(const int16_t *const *x, size_t k, size_t n, int M, int8_t *xb, int32_t *sx) {
+    const __m512i ones = _mm512_set1_epi16(1);
+    for (int m = 0; m < M; m++) {
+        __m512i s = _mm512_setzero_si512();
+        for (size_t j = 0; j < n; j += 32) {
+            const __mmask32 in = n - j >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << (n - j)) - 1;
+            const __m512i v = _mm512_maskz_loadu_epi16(in, x[m] + k + j);
+            _mm256_storeu_si256((__m256i *)(void *)(xb + (size_t)m * IDOT_WIN + j),
+                                _mm512_cvtepi16_epi8(v));
+            s = _mm512_add_epi32(s, _mm512_madd_epi16(v, ones));
+        }
+        sx[m] = _mm512_reduce_add_epi32(s);
+    }
+}
+
+/* 4 columns x 16 rows of an I8 block (16 bytes per column) -> one row per
+ * 32-bit lane, its 4 columns in order, each byte + 128. */
+AI __m512i i8_quad(const uint8_t *p) {
+    const __m512i perm = _mm512_set_epi8(
+        63, 47, 31, 15, 62, 46, 30, 14, 61, 45, 29, 13, 60, 44, 28, 12, 59, 43, 27, 11, 58, 42, 26,
+        10, 57, 41, 25, 9, 56, 40, 24, 8, 55, 39, 23, 7, 54, 38, 22, 6, 53, 37, 21, 5, 52, 36, 20,
+        4, 51, 35, 19, 3, 50, 34, 18, 2, 49, 33, 17, 1, 48, 32, 16, 0);
+    return _mm512_xor_si512(_mm512_permutexvar_epi8(perm, _mm512_loadu_si512(p)),
+                            _mm512_set1_epi8((char)0x80));
+}
+
+/* An I4 chunk (8 columns; the 32-bit word of row r holds column i in bits
+ * 4i..4i+3, rows in order) -> columns 0-3 in lo and 4-7 in hi, one row per
+ * lane: vpmultishiftqb picks the byte at each nibble's bit offset. */
+AI void i4_quads(const uint8_t *p, __m512i *lo, __m512i *hi) {
+    const __m512i raw = _mm512_loadu_si512(p), low4 = _mm512_set1_epi8(0x0F);
+    const __m512i at_lo = _mm512_set1_epi64(0x2C2824200C080400ll); /* bits 0,4,8,12 | 32.. */
+    const __m512i at_hi = _mm512_set1_epi64(0x3C3834301C181410ll); /* bits 16..28 | 48.. */
+    *lo = _mm512_and_si512(_mm512_multishift_epi64_epi8(at_lo, raw), low4);
+    *hi = _mm512_and_si512(_mm512_multishift_epi64_epi8(at_hi, raw), low4);
+}
+
+AI __m512i bcast4(const int8_t *p) {
+    int32_t q;
+    memcpy(&q, p, sizeof q);
+    return _mm512_set1_epi32(q);
+}
+
+/* Two chains per token (columns j..j+3 and j+4..j+7 of each 8). */
+AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const int16_t *const *x, int32_t *C,
+                  size_t ldc, int accumulate, const int M, const int i4) {
+    _Alignas(64) int8_t xb[MOEQ__TILE_MAX * IDOT_WIN];
+    int32_t sx[MOEQ__TILE_MAX], tot[MOEQ__TILE_MAX] = {0};
+    const __m512i z = _mm512_setzero_si512();
+    __m512i a0 = z, b0 = z, a1 = z, b1 = z, a2 = z, b2 = z, a3 = z, b3 = z, a4 = z, b4 = z, a5 = z,
+            b5 = z;
+    for (size_t kw = k0; kw < k0 + nk; kw += IDOT_WIN) {
+        const size_t n = k0 + nk - kw < IDOT_WIN ? k0 + nk - kw : IDOT_WIN;
+        narrow_rows(x, kw, n, M, xb, sx);
+        for (int m = 0; m < M; m++) tot[m] += sx[m];
+        for (size_t j = 0; j < n; j += 8) {
+            __m512i w0, w1;
+            if (i4) {
+                i4_quads(bc + (kw + j) * 8, &w0, &w1);
+            } else {
+                w0 = i8_quad(bc + (kw + j) * MOEQ__PK_ROWS);
+                w1 = i8_quad(bc + (kw + j + 4) * MOEQ__PK_ROWS);
+            }
+#define ROW(m)                                                                                     \
+    if (M > m) {                                                                                   \
+        a##m = _mm512_dpbusd_epi32(a##m, w0, bcast4(xb + m * IDOT_WIN + j));                       \
+        b##m = _mm512_dpbusd_epi32(b##m, w1, bcast4(xb + m * IDOT_WIN + j + 4));                   \
+    }
+            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+        }
+    }
+    /* the offset times the sum of x; int32 arithmetic wraps, and the true
+     * result fits (kernels.h: nk <= MOEQ__IDOT_KMAX) */
+    const int off = i4 ? 8 : 128;
+    const __m512i sums[MOEQ__TILE_MAX] = {_mm512_add_epi32(a0, b0), _mm512_add_epi32(a1, b1),
+                                          _mm512_add_epi32(a2, b2), _mm512_add_epi32(a3, b3),
+                                          _mm512_add_epi32(a4, b4), _mm512_add_epi32(a5, b5)};
+    for (int m = 0; m < M; m++) {
+        const uint32_t corr = (uint32_t)off * (uint32_t)tot[m];
+        __m512i r = _mm512_sub_epi32(sums[m], _mm512_set1_epi32((int)corr));
+        if (accumulate) r = _mm512_add_epi32(r, _mm512_loadu_si512(C + (size_t)m * ldc));
+        _mm512_storeu_si512(C + (size_t)m * ldc, r);
+    }
+}
+
+static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
+                 const int16_t *const *x, int32_t *C, size_t ldc, int accumulate) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+#define IDOT_M(i4)                                                                                 \
+    switch (M) {                                                                                   \
+        case 1: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 1, i4); break;                        \
+        case 2: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 2, i4); break;                        \
+        case 3: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 3, i4); break;                        \
+        case 4: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 4, i4); break;                        \
+        case 5: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 5, i4); break;                        \
+        default: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 6, i4); break;                       \
+    }
+    if (pk->code == MOEQ__PK_I4) {
+        IDOT_M(1)
+    } else {
+        IDOT_M(0)
+    }
+#undef IDOT_M
+}
+
+/* ---- fdot ------------------------------------------------------------------------- */
+
+/* The NIB chunk layout and the byte steps are kern_avx2.c's (FDOT_PERM_LANE
+ * there), two chunks per 64-byte vector; the 128-bit lanes then hold chunk
+ * j's rows 0-7 and 8-15 in lanes 0-1 of lo and hi and chunk j + 1's in
+ * lanes 2-3, which two lane shuffles put in row order. */
+#define FDOT_PERM_LANE 0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15
+#define FDOT_WIN       256
+
+/* The 16 scales of group g as gemv applies them (kern_avx2.c, scales16_raw):
+ * e4m3(b) * 2^-8 through binary16, times scale_mul. */
+AI __m512 fdot_scales(const moeq__packed *pk, size_t blk, size_t g) {
+    const uint8_t *p = pk->scales + blk * pk->blk_scale_bytes + g * MOEQ__PK_ROWS;
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
+    const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1),
+                                       _mm256_set1_epi16((short)0xBFFF));
+    __m512 s = _mm512_cvtph_ps(h);
+    if (pk->scale_mul != 1.0f) s = _mm512_mul_ps(s, _mm512_set1_ps(pk->scale_mul));
+    return s;
+}
+
+static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
+                 size_t ldy) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    uint8_t lut[16]; /* 2v + 12 in 0..24, the unsigned side; the 12 comes off through sum12 */
+    for (int n = 0; n < 16; n++) lut[n] = (uint8_t)(int)(2.0f * pk->lut[n] + 12.0f);
+    const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(void *)lut));
+    const __m512i perm = _mm512_broadcast_i32x4(_mm_setr_epi8(FDOT_PERM_LANE));
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    _Alignas(64) uint8_t W[FDOT_WIN * MOEQ__PK_ROWS]; /* W + 64q: columns 4q..4q+3, rows 0-15 */
+    _Alignas(64) float S[FDOT_WIN / 16 * MOEQ__PK_ROWS];
+    for (size_t k0 = 0; k0 < pk->cols; k0 += FDOT_WIN) {
+        const size_t nk = pk->cols - k0 < FDOT_WIN ? pk->cols - k0 : FDOT_WIN, ng = nk / 16;
+        for (size_t q = 0; q < nk / 4; q += 2) { /* nk is a multiple of 16 */
+            const __m512i raw =
+                _mm512_shuffle_epi8(_mm512_loadu_si512(bc + (k0 / 4 + q) * 32), perm);
+            const __m512i lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(raw, low4));
+            const __m512i hi =
+                _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4));
+            const __m512i r07 = _mm512_unpacklo_epi16(lo, hi), r815 = _mm512_unpackhi_epi16(lo, hi);
+            _mm512_store_si512(W + q * 64, _mm512_shuffle_i64x2(r07, r815, 0x44));
+            _mm512_store_si512(W + q * 64 + 64, _mm512_shuffle_i64x2(r07, r815, 0xEE));
+        }
+        for (size_t g = 0; g < ng; g++)
+            _mm512_store_ps(S + g * 16, fdot_scales(pk, blk, k0 / 16 + g));
+        for (size_t m = 0; m < M; m++) {
+            const int8_t *xv = x[m].v + k0;
+            const float *xs = x[m].sc + k0 / 16;
+            const int16_t *xsum = x[m].sum12 + k0 / 16;
+            float *ym = y + m * ldy;
+            __m512 acc = k0 ? _mm512_loadu_ps(ym) : _mm512_setzero_ps();
+            for (size_t g = 0; g < ng; g++) {
+                const uint8_t *w = W + g * 256;
+                const int8_t *v = xv + 16 * g;
+#define QD(j) _mm512_load_si512(w + 64 * (j)), bcast4(v + 4 * (j))
+                const __m512i s0 =
+                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), QD(0)), QD(1));
+                const __m512i s1 =
+                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), QD(2)), QD(3));
+#undef QD
+                const __m512i sum =
+                    _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(xsum[g]));
+                acc = _mm512_fmadd_ps(
+                    _mm512_cvtepi32_ps(sum),
+                    _mm512_mul_ps(_mm512_load_ps(S + g * 16), _mm512_set1_ps(xs[g])), acc);
+            }
+            _mm512_storeu_ps(ym, acc);
+        }
+    }
+}
+
+void moeq__kern_avx512_fill(moeq__kern *t) {
+    t->name = "avx512";
+    t->idot = idot;
+    t->fdot = fdot;
+}

@@ -156,6 +156,8 @@ typedef struct kind_case {
 static const kind_case k_kinds[] = {
     {MOEQ__QW_INT_PACKED, 4, SK_BF16, MOEQ__PK_I4, 0.0f},
     {MOEQ__QW_INT_PACKED, 4, SK_F32, MOEQ__PK_I4, 0.0f},
+    {MOEQ__QW_INT_PACKED, 4, SK_F16, MOEQ__PK_I4, 0.0f},
+    {MOEQ__QW_INT_PACKED, 4, SK_E8M0, MOEQ__PK_I4, 0.0f},
     {MOEQ__QW_INT_PACKED, 3, SK_F16, MOEQ__PK_NIB, 0.0f},
     {MOEQ__QW_INT_PACKED, 2, SK_E8M0, MOEQ__PK_NIB, 0.0f},
     {MOEQ__QW_INT_PACKED, 4, SK_F32, MOEQ__PK_NIB, -1.0f},

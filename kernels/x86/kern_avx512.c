@@ -203,8 +203,148 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
     }
 }
 
+/* ---- gemv on I4 codes --------------------------------------------------------------- */
+
+/* The 16 scales of block blk, group g, as kern_avx2.c's scales16_raw gives
+ * them in two halves: E4M3_DIV ones undivided (e4m3(b) * 2^-8). */
+AI __m512 scales16_raw(const moeq__packed *pk, size_t blk, size_t g) {
+    const int32_t kind = pk->scale_kind;
+    const size_t ss = moeq__pk_scale_size(kind);
+    const uint8_t *p = pk->scales + blk * pk->blk_scale_bytes + g * MOEQ__PK_ROWS * ss;
+    __m512 s;
+    switch (kind) {
+        case MOEQ__PS_F32: s = _mm512_loadu_ps(p); break;
+        case MOEQ__PS_F16:
+            s = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+            break;
+        case MOEQ__PS_BF16:
+            s = _mm512_castsi512_ps(_mm512_slli_epi32(
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+            break;
+        case MOEQ__PS_E4M3_DIV: {
+            const __m256i w =
+                _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
+            s = _mm512_cvtph_ps(_mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1),
+                                                 _mm256_set1_epi16((short)0xBFFF)));
+            break;
+        }
+        default: { /* E8M0: 2^(e-127); e = 0 is the subnormal 2^-127 */
+            const __m512i e =
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+            const __mmask16 zero = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+            s = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(e, 23), zero,
+                                                          _mm512_set1_epi32(0x00400000)));
+            break;
+        }
+    }
+    if (pk->scale_mul != 1.0f) s = _mm512_mul_ps(s, _mm512_set1_ps(pk->scale_mul));
+    return s;
+}
+
+/* kern_avx2.c's gemv_i4 with one 16-lane vector where it has two 8-lane ones
+ * (rows 0-7 and 8-15 are the chunk's two 32-byte halves), the same chains in
+ * the same order: for M = 1 one per column phase k % 4, added as
+ * (c0 + c1) + (c2 + c3); for M = 2 two per token (k % 2); for M = 3, 4 one
+ * per token; each group's partial minus 8 S_g, times its scales, into the
+ * total by one FMA. */
+AI void gemv_i4(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
+                const int M) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const float *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
+                *x3 = M > 3 ? x[3] : x0;
+    const __m512 z = _mm512_setzero_ps();
+    __m512 t0 = z, t1 = z, t2 = z, t3 = z;
+    const size_t gs = pk->gsize;
+    for (size_t g = 0; g < pk->groups; g++) {
+        __m512 a0 = z, a1 = z, a2 = z, a3 = z;
+        for (size_t k = g * gs; k < (g + 1) * gs; k += 8) {
+            const __m512i u = _mm512_loadu_si512(bc + (k / 8) * 64), uh = _mm512_srli_epi32(u, 16);
+#define COL(i, body)                                                                               \
+    do {                                                                                           \
+        const __m512 f_ = _mm512_cvtepi32_ps(                                                      \
+            _mm512_and_si512((i) < 4 ? u : uh, _mm512_set1_epi32(0xF << (4 * ((i)&3)))));          \
+        body;                                                                                      \
+    } while (0)
+#define FMA(a, xp, i) a = _mm512_fmadd_ps(f_, _mm512_set1_ps((xp)[k + (i)]), a)
+            if (M == 1) {
+                COL(0, FMA(a0, x0, 0));
+                COL(1, FMA(a1, x0, 1));
+                COL(2, FMA(a2, x0, 2));
+                COL(3, FMA(a3, x0, 3));
+                COL(4, FMA(a0, x0, 4));
+                COL(5, FMA(a1, x0, 5));
+                COL(6, FMA(a2, x0, 6));
+                COL(7, FMA(a3, x0, 7));
+            } else if (M == 2) { /* token 0 in a0 (even k), a1 (odd); token 1 in a2, a3 */
+#define COL2(i, A, C) COL(i, FMA(A, x0, i); FMA(C, x1, i))
+                COL2(0, a0, a2);
+                COL2(1, a1, a3);
+                COL2(2, a0, a2);
+                COL2(3, a1, a3);
+                COL2(4, a0, a2);
+                COL2(5, a1, a3);
+                COL2(6, a0, a2);
+                COL2(7, a1, a3);
+#undef COL2
+            } else {
+#define COL4(i) COL(i, FMA(a0, x0, i); FMA(a1, x1, i); FMA(a2, x2, i); if (M > 3) FMA(a3, x3, i))
+                COL4(0);
+                COL4(1);
+                COL4(2);
+                COL4(3);
+                COL4(4);
+                COL4(5);
+                COL4(6);
+                COL4(7);
+#undef COL4
+            }
+#undef FMA
+#undef COL
+        }
+        const __m512 s = scales16_raw(pk, blk, g);
+#define TOT(t, m, p)                                                                               \
+    t = _mm512_fmadd_ps(_mm512_sub_ps(p, _mm512_set1_ps(8.0f * x##m[pk->cols + g])), s, t)
+        if (M == 1) {
+            TOT(t0, 0, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+        } else if (M == 2) {
+            TOT(t0, 0, _mm512_add_ps(a0, a1));
+            TOT(t1, 1, _mm512_add_ps(a2, a3));
+        } else {
+            TOT(t0, 0, a0);
+            TOT(t1, 1, a1);
+            TOT(t2, 2, a2);
+            if (M > 3) TOT(t3, 3, a3);
+        }
+#undef TOT
+    }
+    const __m512 tot[4] = {t0, t1, t2, t3};
+    for (int m = 0; m < M; m++) {
+        __m512 t = tot[m];
+        if (pk->scale_kind == MOEQ__PS_E4M3_DIV) {
+            t = _mm512_div_ps(t, _mm512_set1_ps(pk->gdiv * 0x1p-8f));
+        }
+        _mm512_storeu_ps(y + (size_t)m * ldy, t);
+    }
+}
+
+/* I4 codes here; the others through the AVX2 kernel. */
+static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
+                 size_t ldy) {
+    if (pk->code != MOEQ__PK_I4) {
+        moeq__kern_avx2.gemv(pk, blk, M, x, y, ldy);
+        return;
+    }
+    switch (M) {
+        case 1: gemv_i4(pk, blk, x, y, ldy, 1); break;
+        case 2: gemv_i4(pk, blk, x, y, ldy, 2); break;
+        case 3: gemv_i4(pk, blk, x, y, ldy, 3); break;
+        default: gemv_i4(pk, blk, x, y, ldy, 4); break;
+    }
+}
+
 void moeq__kern_avx512_fill(moeq__kern *t) {
     t->name = "avx512";
+    t->gemv = gemv;
     t->idot = idot;
     t->fdot = fdot;
 }

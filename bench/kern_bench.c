@@ -4,8 +4,7 @@
  * a weight that stays in L2 ("hot") and on one far above L3 ("cold"), with
  * the cold weight's read rate by loads alone next to gemv's; the panel and
  * tile steps in situ (32 tokens) for int4 and E4M3 codes.  With the avx512
- * table, idot, fdot and the int4 gemv also run for the AVX2 table in the
- * same loops.
+ * table, gemv, idot and fdot also run for the AVX2 table in the same loops.
  * Prints figures; asserts nothing.
  *
  * usage: kern_bench [portable]
@@ -100,8 +99,8 @@ static void print_base(size_t weights, const double best[2]) {
 
 int main(int argc, char **argv) {
     const moeq__kern *K = moeq__kern_best(argc > 1 && !strcmp(argv[1], "portable"));
-    /* the kernels the avx512 table replaces (idot, fdot, gemv on I4 codes)
-     * run for the AVX2 table as well, alternating with them in the same loop */
+    /* the kernels the avx512 table replaces (gemv, idot, fdot) run for the
+     * AVX2 table as well, alternating with them in the same loop */
     const moeq__kern *tabs[2] = {K, moeq__kern_level(1)};
     if (!strcmp(K->name, "avx512")) ntab = 2;
     double pk = fma_peak();
@@ -155,9 +154,8 @@ int main(int argc, char **argv) {
                 /* I4 reads rows made by i4_prep; the forward makes them once per work
                  * item of 4 blocks, and so does this loop */
                 const bool i4 = w.pk.code == MOEQ__PK_I4;
-                const int nv = i4 ? ntab : 1; /* avx512 has its own gemv for I4 codes */
                 for (int r = 0; r < reps; r++) {
-                    for (int v = 0; v < nv; v++) {
+                    for (int v = 0; v < ntab; v++) {
                         double t0 = bench_now();
                         for (size_t b = 0; b < w.pk.blocks; b++) {
                             if (i4 && b % 4 == 0) {
@@ -175,11 +173,7 @@ int main(int argc, char **argv) {
                 printf("%-5s %-4s gemv M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GFLOP/s",
                        names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best[0] / 1e9,
                        bytes / best[0] / 1e9, 2.0 * M * rows * cols / best[0] / 1e9);
-                if (nv > 1) {
-                    print_base(rows * cols, best);
-                } else {
-                    printf("\n");
-                }
+                print_base(rows * cols, best);
             }
             if (cold) {
                 /* the same bytes read by loads alone: whether gemv's decode and FMAs

@@ -203,7 +203,7 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
     }
 }
 
-/* ---- gemv on I4 codes --------------------------------------------------------------- */
+/* ---- gemv --------------------------------------------------------------------- */
 
 /* The 16 scales of block blk, group g, as kern_avx2.c's scales16_raw gives
  * them in two halves: E4M3_DIV ones undivided (e4m3(b) * 2^-8). */
@@ -241,15 +241,130 @@ AI __m512 scales16_raw(const moeq__packed *pk, size_t blk, size_t g) {
     return s;
 }
 
-/* kern_avx2.c's gemv_i4 with one 16-lane vector where it has two 8-lane ones
- * (rows 0-7 and 8-15 are the chunk's two 32-byte halves), the same chains in
- * the same order: for M = 1 one per column phase k % 4, added as
- * (c0 + c1) + (c2 + c3); for M = 2 two per token (k % 2); for M = 3, 4 one
- * per token; each group's partial minus 8 S_g, times its scales, into the
- * total by one FMA. */
-AI void gemv_i4(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
-                const int M) {
+/* Byte gathers for the gemv decodes (vpermb indices).
+ * NIB: the chunk of columns 4j..4j+3 holds row r of column 4j + c (c = 0, 1)
+ * in the low nibble of byte 16 ((r & 7) >> 2) + 8c + 2 (r & 3) + (r >> 3)
+ * (kernels.h) and column 4j + 2 + c in its high nibble; nib_idx[h][c] puts
+ * that byte of chunk h (of two in 64 bytes) at the bottom of lane r.
+ * E4M3: e4m3_idx[p] makes byte 32p + j the high byte of word j (the low
+ * bytes are masked to zero): b << 8, the first step of kern_avx2.c's
+ * e4m3_f16. */
+#define NIB_I(h, c, r) (32 * (h) + 16 * (((r)&7) >> 2) + 8 * (c) + 2 * ((r)&3) + ((r) >> 3))
+#define NIB_D(h, c, r) NIB_I(h, c, r), NIB_I(h, c, r), NIB_I(h, c, r), NIB_I(h, c, r)
+#define NIB_V(h, c)                                                                                \
+    {                                                                                              \
+        NIB_D(h, c, 0), NIB_D(h, c, 1), NIB_D(h, c, 2), NIB_D(h, c, 3), NIB_D(h, c, 4),            \
+            NIB_D(h, c, 5), NIB_D(h, c, 6), NIB_D(h, c, 7), NIB_D(h, c, 8), NIB_D(h, c, 9),        \
+            NIB_D(h, c, 10), NIB_D(h, c, 11), NIB_D(h, c, 12), NIB_D(h, c, 13), NIB_D(h, c, 14),   \
+            NIB_D(h, c, 15)                                                                        \
+    }
+static const uint8_t nib_idx[2][2][64] = {{NIB_V(0, 0), NIB_V(0, 1)}, {NIB_V(1, 0), NIB_V(1, 1)}};
+#define E4_W(p, j) 0, 32 * (p) + (j)
+#define E4_8(p, j)                                                                                 \
+    E4_W(p, j), E4_W(p, j + 1), E4_W(p, j + 2), E4_W(p, j + 3), E4_W(p, j + 4), E4_W(p, j + 5),    \
+        E4_W(p, j + 6), E4_W(p, j + 7)
+static const uint8_t e4m3_idx[2][64] = {{E4_8(0, 0), E4_8(0, 8), E4_8(0, 16), E4_8(0, 24)},
+                                        {E4_8(1, 0), E4_8(1, 8), E4_8(1, 16), E4_8(1, 24)}};
+
+/* The chain of column k + i (k % 8 == 0): for one token one per phase
+ * i % 4; for two, token 0 in a0 (even) and a1 (odd), token 1 in a2 and a3. */
+#define PH4_0  a0
+#define PH4_1  a1
+#define PH4_2  a2
+#define PH4_3  a3
+#define PH4_4  a0
+#define PH4_5  a1
+#define PH4_6  a2
+#define PH4_7  a3
+#define PH2A_0 a0
+#define PH2A_1 a1
+#define PH2A_2 a0
+#define PH2A_3 a1
+#define PH2A_4 a0
+#define PH2A_5 a1
+#define PH2A_6 a0
+#define PH2A_7 a1
+#define PH2B_0 a2
+#define PH2B_1 a3
+#define PH2B_2 a2
+#define PH2B_3 a3
+#define PH2B_4 a2
+#define PH2B_5 a3
+#define PH2B_6 a2
+#define PH2B_7 a3
+
+/* Columns k .. k + 7 of block bc, 16 rows each, in kernel units (I4: n *
+ * 2^(4 (i % 4)), as kern_avx2.c's I4_COL), into f0 .. f7. */
+#define COLS8(bc, k, code, lut)                                                                    \
+    __m512 f0, f1, f2, f3, f4, f5, f6, f7;                                                         \
+    if ((code) == MOEQ__PK_I4) {                                                                   \
+        const __m512i u_ = _mm512_loadu_si512((bc) + ((k) / 8) * 64);                              \
+        const __m512i uh_ = _mm512_srli_epi32(u_, 16);                                             \
+        f0 = I4_COL(u_, 0);                                                                        \
+        f1 = I4_COL(u_, 1);                                                                        \
+        f2 = I4_COL(u_, 2);                                                                        \
+        f3 = I4_COL(u_, 3);                                                                        \
+        f4 = I4_COL(uh_, 0);                                                                       \
+        f5 = I4_COL(uh_, 1);                                                                       \
+        f6 = I4_COL(uh_, 2);                                                                       \
+        f7 = I4_COL(uh_, 3);                                                                       \
+    } else if ((code) == MOEQ__PK_NIB) {                                                           \
+        const __m512i v_ = _mm512_loadu_si512((bc) + ((k) / 4) * 32);                              \
+        NIB_COLS(v_, lut, 0, 0, f0, f2);                                                           \
+        NIB_COLS(v_, lut, 0, 1, f1, f3);                                                           \
+        NIB_COLS(v_, lut, 1, 0, f4, f6);                                                           \
+        NIB_COLS(v_, lut, 1, 1, f5, f7);                                                           \
+    } else if ((code) == MOEQ__PK_E4M3) {                                                          \
+        const __m512i v_ = _mm512_loadu_si512((bc) + (k)*MOEQ__PK_ROWS);                           \
+        const __m512i v2_ = _mm512_loadu_si512((bc) + ((k) + 4) * MOEQ__PK_ROWS);                  \
+        E4M3_COLS(v_, 0, f0, f1);                                                                  \
+        E4M3_COLS(v_, 1, f2, f3);                                                                  \
+        E4M3_COLS(v2_, 0, f4, f5);                                                                 \
+        E4M3_COLS(v2_, 1, f6, f7);                                                                 \
+    } else {                                                                                       \
+        f0 = I8_COL(bc, (k) + 0);                                                                  \
+        f1 = I8_COL(bc, (k) + 1);                                                                  \
+        f2 = I8_COL(bc, (k) + 2);                                                                  \
+        f3 = I8_COL(bc, (k) + 3);                                                                  \
+        f4 = I8_COL(bc, (k) + 4);                                                                  \
+        f5 = I8_COL(bc, (k) + 5);                                                                  \
+        f6 = I8_COL(bc, (k) + 6);                                                                  \
+        f7 = I8_COL(bc, (k) + 7);                                                                  \
+    }
+
+/* nibble i % 4 of each row's word, converted: n * 2^(4 (i % 4)) */
+#define I4_COL(u, i) _mm512_cvtepi32_ps(_mm512_and_si512(u, _mm512_set1_epi32(0xF << (4 * (i)))))
+/* chunk h's column c (low nibbles) into lo and column c + 2 (high) into hi */
+#define NIB_COLS(v, lut, h, c, lo, hi)                                                             \
+    do {                                                                                           \
+        const __m512i d_ = _mm512_permutexvar_epi8(_mm512_load_si512(nib_idx[h][c]), v);           \
+        lo = _mm512_permutexvar_ps(d_, lut);                                                       \
+        hi = _mm512_permutexvar_ps(_mm512_srli_epi32(d_, 4), lut);                                 \
+    } while (0)
+/* columns 2p and 2p + 1 of the 4 in v (16 bytes each) */
+#define E4M3_COLS(v, p, a, b)                                                                      \
+    do {                                                                                           \
+        const __m512i w_ = _mm512_maskz_permutexvar_epi8(0xAAAAAAAAAAAAAAAAull,                    \
+                                                         _mm512_load_si512(e4m3_idx[p]), v);       \
+        const __m512i h_ =                                                                         \
+            _mm512_and_si512(_mm512_srai_epi16(w_, 1), _mm512_set1_epi16((short)0xBFFF));          \
+        a = _mm512_cvtph_ps(_mm512_castsi512_si256(h_));                                           \
+        b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h_, 1));                                     \
+    } while (0)
+#define I8_COL(bc, k)                                                                              \
+    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                                                       \
+        _mm_loadu_si128((const __m128i *)(const void *)((bc) + (k)*MOEQ__PK_ROWS))))
+
+/* kern_avx2.c's gemv with one 16-lane vector where it has two 8-lane ones,
+ * the same chains in the same order (kernels.h): for M = 1 one per column
+ * phase k % 4, added as (c0 + c1) + (c2 + c3); for M = 2 two per token
+ * (k % 2), added; for M = 3, 4 one per token; then per scale group
+ * total = fma(partial, scale, total), I4 partials first less 8 S_g, and
+ * E4M3_DIV totals divided at the end. */
+AI void gemv_z(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
+               const int code, const int M) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const __m512 lut = code == MOEQ__PK_NIB ? _mm512_loadu_ps(pk->lut) : _mm512_setzero_ps();
     const float *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
                 *x3 = M > 3 ? x[3] : x0;
     const __m512 z = _mm512_setzero_ps();
@@ -258,52 +373,36 @@ AI void gemv_i4(const moeq__packed *pk, size_t blk, const float *const *x, float
     for (size_t g = 0; g < pk->groups; g++) {
         __m512 a0 = z, a1 = z, a2 = z, a3 = z;
         for (size_t k = g * gs; k < (g + 1) * gs; k += 8) {
-            const __m512i u = _mm512_loadu_si512(bc + (k / 8) * 64), uh = _mm512_srli_epi32(u, 16);
-#define COL(i, body)                                                                               \
-    do {                                                                                           \
-        const __m512 f_ = _mm512_cvtepi32_ps(                                                      \
-            _mm512_and_si512((i) < 4 ? u : uh, _mm512_set1_epi32(0xF << (4 * ((i)&3)))));          \
-        body;                                                                                      \
-    } while (0)
-#define FMA(a, xp, i) a = _mm512_fmadd_ps(f_, _mm512_set1_ps((xp)[k + (i)]), a)
-            if (M == 1) {
-                COL(0, FMA(a0, x0, 0));
-                COL(1, FMA(a1, x0, 1));
-                COL(2, FMA(a2, x0, 2));
-                COL(3, FMA(a3, x0, 3));
-                COL(4, FMA(a0, x0, 4));
-                COL(5, FMA(a1, x0, 5));
-                COL(6, FMA(a2, x0, 6));
-                COL(7, FMA(a3, x0, 7));
-            } else if (M == 2) { /* token 0 in a0 (even k), a1 (odd); token 1 in a2, a3 */
-#define COL2(i, A, C) COL(i, FMA(A, x0, i); FMA(C, x1, i))
-                COL2(0, a0, a2);
-                COL2(1, a1, a3);
-                COL2(2, a0, a2);
-                COL2(3, a1, a3);
-                COL2(4, a0, a2);
-                COL2(5, a1, a3);
-                COL2(6, a0, a2);
-                COL2(7, a1, a3);
-#undef COL2
-            } else {
-#define COL4(i) COL(i, FMA(a0, x0, i); FMA(a1, x1, i); FMA(a2, x2, i); if (M > 3) FMA(a3, x3, i))
-                COL4(0);
-                COL4(1);
-                COL4(2);
-                COL4(3);
-                COL4(4);
-                COL4(5);
-                COL4(6);
-                COL4(7);
-#undef COL4
-            }
+            COLS8(bc, k, code, lut)
+#define FMA(a, xp, i, f) a = _mm512_fmadd_ps(f, _mm512_set1_ps((xp)[k + (i)]), a)
+#define STEP(i, f)                                                                                 \
+    if (M == 1) {                                                                                  \
+        FMA(PH4_##i, x0, i, f);                                                                    \
+    } else if (M == 2) {                                                                           \
+        FMA(PH2A_##i, x0, i, f);                                                                   \
+        FMA(PH2B_##i, x1, i, f);                                                                   \
+    } else {                                                                                       \
+        FMA(a0, x0, i, f);                                                                         \
+        FMA(a1, x1, i, f);                                                                         \
+        FMA(a2, x2, i, f);                                                                         \
+        if (M > 3) FMA(a3, x3, i, f);                                                              \
+    }
+            STEP(0, f0)
+            STEP(1, f1)
+            STEP(2, f2)
+            STEP(3, f3)
+            STEP(4, f4)
+            STEP(5, f5)
+            STEP(6, f6)
+            STEP(7, f7)
+#undef STEP
 #undef FMA
-#undef COL
         }
         const __m512 s = scales16_raw(pk, blk, g);
 #define TOT(t, m, p)                                                                               \
-    t = _mm512_fmadd_ps(_mm512_sub_ps(p, _mm512_set1_ps(8.0f * x##m[pk->cols + g])), s, t)
+    t = _mm512_fmadd_ps(                                                                           \
+        code == MOEQ__PK_I4 ? _mm512_sub_ps(p, _mm512_set1_ps(8.0f * x##m[pk->cols + g])) : (p),   \
+        s, t)
         if (M == 1) {
             TOT(t0, 0, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
         } else if (M == 2) {
@@ -327,19 +426,22 @@ AI void gemv_i4(const moeq__packed *pk, size_t blk, const float *const *x, float
     }
 }
 
-/* I4 codes here; the others through the AVX2 kernel. */
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
                  size_t ldy) {
-    if (pk->code != MOEQ__PK_I4) {
-        moeq__kern_avx2.gemv(pk, blk, M, x, y, ldy);
-        return;
+#define GEMV_M(code)                                                                               \
+    switch (M) {                                                                                   \
+        case 1: gemv_z(pk, blk, x, y, ldy, code, 1); break;                                        \
+        case 2: gemv_z(pk, blk, x, y, ldy, code, 2); break;                                        \
+        case 3: gemv_z(pk, blk, x, y, ldy, code, 3); break;                                        \
+        default: gemv_z(pk, blk, x, y, ldy, code, 4); break;                                       \
     }
-    switch (M) {
-        case 1: gemv_i4(pk, blk, x, y, ldy, 1); break;
-        case 2: gemv_i4(pk, blk, x, y, ldy, 2); break;
-        case 3: gemv_i4(pk, blk, x, y, ldy, 3); break;
-        default: gemv_i4(pk, blk, x, y, ldy, 4); break;
+    switch (pk->code) {
+        case MOEQ__PK_I4: GEMV_M(MOEQ__PK_I4) break;
+        case MOEQ__PK_NIB: GEMV_M(MOEQ__PK_NIB) break;
+        case MOEQ__PK_E4M3: GEMV_M(MOEQ__PK_E4M3) break;
+        default: GEMV_M(MOEQ__PK_I8) break;
     }
+#undef GEMV_M
 }
 
 void moeq__kern_avx512_fill(moeq__kern *t) {

@@ -1,17 +1,24 @@
 /*
- * kern_avx512.c - the integer-product kernels for AVX-512 with VNNI and VBMI
- * (compiled with those flags only; cpu.c checks the CPU and OS first).  The
- * "avx512" table is the AVX2 table with idot and fdot replaced by these two,
- * which give the same bits (their sums are exact integers; fdot's float
- * steps are the AVX2 ones, 16 lanes at a time).
+ * kern_avx512.c - kernels for AVX-512 F/BW/VL with VNNI and VBMI (compiled
+ * with those flags only; cpu.c checks the CPU and OS first).  The "avx512"
+ * table is the AVX2 table with gemv, idot, fdot and the E4M3 panel replaced
+ * by the ones here; each gives the same bits as its AVX2 twin
+ * (tests/check_simd.c).
  *
- * vpdpbusd adds, per 32-bit lane, the four products of unsigned bytes in one
- * operand with signed bytes in the other.  The weights go in as the unsigned
- * side: I4 codes are stored as n = q + 8 (0..15) already, I8 codes become
- * q + 128 (the sign bit flipped) and E2M1 codes 2v + 12 (0..24); the offset
- * times the activations' sum comes off at the end.  Activation codes are the
- * signed side, four consecutive columns broadcast to every lane.  One lane
- * holds one row, so a 64-byte vector is 16 rows x 4 columns.
+ * gemv and panel: kern_avx2.c's with one 16-lane vector where it has two
+ * 8-lane ones (a block's 16 rows), the same operations in the same order;
+ * codes are decoded eight columns at a time, NIB ones through vpermb and a
+ * vpermps table lookup, E4M3 ones through a masked vpermb and F16C.
+ *
+ * idot and fdot: vpdpbusd adds, per 32-bit lane, the four products of
+ * unsigned bytes in one operand with signed bytes in the other.  The weights
+ * go in as the unsigned side: I4 codes are stored as n = q + 8 (0..15)
+ * already, I8 codes become q + 128 (the sign bit flipped) and E2M1 codes
+ * 2v + 12 (0..24); the offset times the activations' sum comes off at the
+ * end.  Activation codes are the signed side, four consecutive columns
+ * broadcast to every lane.  One lane holds one row, so a 64-byte vector is
+ * 16 rows x 4 columns.  The sums are exact integers; fdot's float steps are
+ * the AVX2 ones, 16 lanes at a time.
  */
 #include "kernels.h"
 
@@ -19,6 +26,50 @@
 #include <string.h>
 
 #define AI static inline __attribute__((always_inline))
+
+/* ---- scales ----------------------------------------------------------------------- */
+
+/* The 16 scales of block blk, group g, as kern_avx2.c's scales16_ gives them
+ * in two halves; with `raw`, E4M3_DIV ones undivided (e4m3(b) * 2^-8). */
+AI __m512 scales16_(const moeq__packed *pk, size_t blk, size_t g, const int raw) {
+    const int32_t kind = pk->scale_kind;
+    const size_t ss = moeq__pk_scale_size(kind);
+    const uint8_t *p = pk->scales + blk * pk->blk_scale_bytes + g * MOEQ__PK_ROWS * ss;
+    __m512 s;
+    switch (kind) {
+        case MOEQ__PS_F32: s = _mm512_loadu_ps(p); break;
+        case MOEQ__PS_F16:
+            s = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+            break;
+        case MOEQ__PS_BF16:
+            s = _mm512_castsi512_ps(_mm512_slli_epi32(
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+            break;
+        case MOEQ__PS_E4M3_DIV: {
+            const __m256i w =
+                _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
+            s = _mm512_cvtph_ps(_mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1),
+                                                 _mm256_set1_epi16((short)0xBFFF)));
+            if (!raw) {
+                s = _mm512_div_ps(_mm512_mul_ps(s, _mm512_set1_ps(256.0f)),
+                                  _mm512_set1_ps(pk->gdiv));
+            }
+            break;
+        }
+        default: { /* E8M0: 2^(e-127); e = 0 is the subnormal 2^-127 */
+            const __m512i e =
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+            const __mmask16 zero = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+            s = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(e, 23), zero,
+                                                          _mm512_set1_epi32(0x00400000)));
+            break;
+        }
+    }
+    if (pk->scale_mul != 1.0f) s = _mm512_mul_ps(s, _mm512_set1_ps(pk->scale_mul));
+    return s;
+}
+#define scales16(pk, blk, g)     scales16_(pk, blk, g, 0)
+#define scales16_raw(pk, blk, g) scales16_(pk, blk, g, 1)
 
 /* ---- idot ------------------------------------------------------------------------- */
 
@@ -141,18 +192,6 @@ static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_
 #define FDOT_PERM_LANE 0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15
 #define FDOT_WIN       256
 
-/* The 16 scales of group g as gemv applies them (kern_avx2.c, scales16_raw):
- * e4m3(b) * 2^-8 through binary16, times scale_mul. */
-AI __m512 fdot_scales(const moeq__packed *pk, size_t blk, size_t g) {
-    const uint8_t *p = pk->scales + blk * pk->blk_scale_bytes + g * MOEQ__PK_ROWS;
-    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
-    const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1),
-                                       _mm256_set1_epi16((short)0xBFFF));
-    __m512 s = _mm512_cvtph_ps(h);
-    if (pk->scale_mul != 1.0f) s = _mm512_mul_ps(s, _mm512_set1_ps(pk->scale_mul));
-    return s;
-}
-
 static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
                  size_t ldy) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
@@ -176,7 +215,7 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
             _mm512_store_si512(W + q * 64 + 64, _mm512_shuffle_i64x2(r07, r815, 0xEE));
         }
         for (size_t g = 0; g < ng; g++)
-            _mm512_store_ps(S + g * 16, fdot_scales(pk, blk, k0 / 16 + g));
+            _mm512_store_ps(S + g * 16, scales16_raw(pk, blk, k0 / 16 + g));
         for (size_t m = 0; m < M; m++) {
             const int8_t *xv = x[m].v + k0;
             const float *xs = x[m].sc + k0 / 16;
@@ -203,45 +242,9 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
     }
 }
 
-/* ---- gemv --------------------------------------------------------------------- */
+/* ---- gemv and panel --------------------------------------------------------------- */
 
-/* The 16 scales of block blk, group g, as kern_avx2.c's scales16_raw gives
- * them in two halves: E4M3_DIV ones undivided (e4m3(b) * 2^-8). */
-AI __m512 scales16_raw(const moeq__packed *pk, size_t blk, size_t g) {
-    const int32_t kind = pk->scale_kind;
-    const size_t ss = moeq__pk_scale_size(kind);
-    const uint8_t *p = pk->scales + blk * pk->blk_scale_bytes + g * MOEQ__PK_ROWS * ss;
-    __m512 s;
-    switch (kind) {
-        case MOEQ__PS_F32: s = _mm512_loadu_ps(p); break;
-        case MOEQ__PS_F16:
-            s = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
-            break;
-        case MOEQ__PS_BF16:
-            s = _mm512_castsi512_ps(_mm512_slli_epi32(
-                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
-            break;
-        case MOEQ__PS_E4M3_DIV: {
-            const __m256i w =
-                _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
-            s = _mm512_cvtph_ps(_mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 1),
-                                                 _mm256_set1_epi16((short)0xBFFF)));
-            break;
-        }
-        default: { /* E8M0: 2^(e-127); e = 0 is the subnormal 2^-127 */
-            const __m512i e =
-                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-            const __mmask16 zero = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
-            s = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(e, 23), zero,
-                                                          _mm512_set1_epi32(0x00400000)));
-            break;
-        }
-    }
-    if (pk->scale_mul != 1.0f) s = _mm512_mul_ps(s, _mm512_set1_ps(pk->scale_mul));
-    return s;
-}
-
-/* Byte gathers for the gemv decodes (vpermb indices).
+/* Byte gathers for the decodes (vpermb indices).
  * NIB: the chunk of columns 4j..4j+3 holds row r of column 4j + c (c = 0, 1)
  * in the low nibble of byte 16 ((r & 7) >> 2) + 8c + 2 (r & 3) + (r >> 3)
  * (kernels.h) and column 4j + 2 + c in its high nibble; nib_idx[h][c] puts
@@ -444,8 +447,40 @@ static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *cons
 #undef GEMV_M
 }
 
+/* ---- panel ------------------------------------------------------------------------ */
+
+/* E4M3 codes: kern_avx2.c's panel with 16-lane vectors, P = kv * ks (one
+ * product).  The other codes keep the AVX2 panel, which ran faster here
+ * (kern_bench, hot: 16-lane panels at 0.85-0.93x its rate, E4M3 at 1.16x). */
+static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P) {
+    if (pk->code != MOEQ__PK_E4M3) {
+        moeq__kern_avx2.panel(pk, blk, k0, nk, P);
+        return;
+    }
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const size_t k1 = k0 + nk;
+    for (size_t k = k0; k < k1;) {
+        const size_t g = k / pk->gsize;
+        const size_t kend = (g + 1) * pk->gsize < k1 ? (g + 1) * pk->gsize : k1;
+        const __m512 s = scales16(pk, blk, g);
+        for (; k < kend; k += 8) {
+            COLS8(bc, k, MOEQ__PK_E4M3, _mm512_setzero_ps())
+            float *o = P + (k - k0) * MOEQ__PK_ROWS;
+            _mm512_storeu_ps(o, _mm512_mul_ps(f0, s));
+            _mm512_storeu_ps(o + 16, _mm512_mul_ps(f1, s));
+            _mm512_storeu_ps(o + 32, _mm512_mul_ps(f2, s));
+            _mm512_storeu_ps(o + 48, _mm512_mul_ps(f3, s));
+            _mm512_storeu_ps(o + 64, _mm512_mul_ps(f4, s));
+            _mm512_storeu_ps(o + 80, _mm512_mul_ps(f5, s));
+            _mm512_storeu_ps(o + 96, _mm512_mul_ps(f6, s));
+            _mm512_storeu_ps(o + 112, _mm512_mul_ps(f7, s));
+        }
+    }
+}
+
 void moeq__kern_avx512_fill(moeq__kern *t) {
     t->name = "avx512";
+    t->panel = panel;
     t->gemv = gemv;
     t->idot = idot;
     t->fdot = fdot;

@@ -1,24 +1,26 @@
 /*
  * kern_avx512.c - kernels for AVX-512 F/BW/VL with VNNI and VBMI (compiled
  * with those flags only; cpu.c checks the CPU and OS first).  The "avx512"
- * table is the AVX2 table with gemv, idot, fdot and the E4M3 panel replaced
- * by the ones here; each gives the same bits as its AVX2 twin
- * (tests/check_simd.c).
+ * table is the AVX2 table with gemv, idot and the E4M3 panel replaced by the
+ * ones here; each gives the same bits as its AVX2 twin (tests/check_simd.c).
  *
  * gemv and panel: kern_avx2.c's with one 16-lane vector where it has two
  * 8-lane ones (a block's 16 rows), the same operations in the same order;
  * codes are decoded eight columns at a time, NIB ones through vpermb and a
  * vpermps table lookup, E4M3 ones through a masked vpermb and F16C.
  *
- * idot and fdot: vpdpbusd adds, per 32-bit lane, the four products of
- * unsigned bytes in one operand with signed bytes in the other.  The weights
- * go in as the unsigned side: I4 codes are stored as n = q + 8 (0..15)
- * already, I8 codes become q + 128 (the sign bit flipped) and E2M1 codes
- * 2v + 12 (0..24); the offset times the activations' sum comes off at the
- * end.  Activation codes are the signed side, four consecutive columns
- * broadcast to every lane.  One lane holds one row, so a 64-byte vector is
- * 16 rows x 4 columns.  The sums are exact integers; fdot's float steps are
- * the AVX2 ones, 16 lanes at a time.
+ * idot: vpdpbusd adds, per 32-bit lane, the four products of unsigned bytes
+ * in one operand with signed bytes in the other.  The weights go in as the
+ * unsigned side: I4 codes are stored as n = q + 8 (0..15) already, I8 codes
+ * become q + 128 (the sign bit flipped); the offset times the activations'
+ * sum comes off at the end.  Activation codes are the signed side, four
+ * consecutive columns broadcast to every lane.  One lane holds one row, so a
+ * 64-byte vector is 16 rows x 4 columns.  The sums are exact integers.
+ *
+ * Not here, measured against the AVX2 kernels in the same loop (kern_bench,
+ * hot, this Zen 4 host): a 16-lane fdot (VNNI) ran at 0.85-1.12x, the
+ * 16-lane panels of int4, NIB and I8 codes at 0.85-0.93x and a 16-lane
+ * tile at 0.99-1.03x (it is bound by the FMA rate either way).
  */
 #include "kernels.h"
 
@@ -181,65 +183,6 @@ static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_
         IDOT_M(0)
     }
 #undef IDOT_M
-}
-
-/* ---- fdot ------------------------------------------------------------------------- */
-
-/* The NIB chunk layout and the byte steps are kern_avx2.c's (FDOT_PERM_LANE
- * there), two chunks per 64-byte vector; the 128-bit lanes then hold chunk
- * j's rows 0-7 and 8-15 in lanes 0-1 of lo and hi and chunk j + 1's in
- * lanes 2-3, which two lane shuffles put in row order. */
-#define FDOT_PERM_LANE 0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15
-#define FDOT_WIN       256
-
-static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
-                 size_t ldy) {
-    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    uint8_t lut[16]; /* 2v + 12 in 0..24, the unsigned side; the 12 comes off through sum12 */
-    for (int n = 0; n < 16; n++) lut[n] = (uint8_t)(int)(2.0f * pk->lut[n] + 12.0f);
-    const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(void *)lut));
-    const __m512i perm = _mm512_broadcast_i32x4(_mm_setr_epi8(FDOT_PERM_LANE));
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    _Alignas(64) uint8_t W[FDOT_WIN * MOEQ__PK_ROWS]; /* W + 64q: columns 4q..4q+3, rows 0-15 */
-    _Alignas(64) float S[FDOT_WIN / 16 * MOEQ__PK_ROWS];
-    for (size_t k0 = 0; k0 < pk->cols; k0 += FDOT_WIN) {
-        const size_t nk = pk->cols - k0 < FDOT_WIN ? pk->cols - k0 : FDOT_WIN, ng = nk / 16;
-        for (size_t q = 0; q < nk / 4; q += 2) { /* nk is a multiple of 16 */
-            const __m512i raw =
-                _mm512_shuffle_epi8(_mm512_loadu_si512(bc + (k0 / 4 + q) * 32), perm);
-            const __m512i lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(raw, low4));
-            const __m512i hi =
-                _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4));
-            const __m512i r07 = _mm512_unpacklo_epi16(lo, hi), r815 = _mm512_unpackhi_epi16(lo, hi);
-            _mm512_store_si512(W + q * 64, _mm512_shuffle_i64x2(r07, r815, 0x44));
-            _mm512_store_si512(W + q * 64 + 64, _mm512_shuffle_i64x2(r07, r815, 0xEE));
-        }
-        for (size_t g = 0; g < ng; g++)
-            _mm512_store_ps(S + g * 16, scales16_raw(pk, blk, k0 / 16 + g));
-        for (size_t m = 0; m < M; m++) {
-            const int8_t *xv = x[m].v + k0;
-            const float *xs = x[m].sc + k0 / 16;
-            const int16_t *xsum = x[m].sum12 + k0 / 16;
-            float *ym = y + m * ldy;
-            __m512 acc = k0 ? _mm512_loadu_ps(ym) : _mm512_setzero_ps();
-            for (size_t g = 0; g < ng; g++) {
-                const uint8_t *w = W + g * 256;
-                const int8_t *v = xv + 16 * g;
-#define QD(j) _mm512_load_si512(w + 64 * (j)), bcast4(v + 4 * (j))
-                const __m512i s0 =
-                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), QD(0)), QD(1));
-                const __m512i s1 =
-                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), QD(2)), QD(3));
-#undef QD
-                const __m512i sum =
-                    _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(xsum[g]));
-                acc = _mm512_fmadd_ps(
-                    _mm512_cvtepi32_ps(sum),
-                    _mm512_mul_ps(_mm512_load_ps(S + g * 16), _mm512_set1_ps(xs[g])), acc);
-            }
-            _mm512_storeu_ps(ym, acc);
-        }
-    }
 }
 
 /* ---- gemv and panel --------------------------------------------------------------- */
@@ -483,5 +426,4 @@ void moeq__kern_avx512_fill(moeq__kern *t) {
     t->panel = panel;
     t->gemv = gemv;
     t->idot = idot;
-    t->fdot = fdot;
 }

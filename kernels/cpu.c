@@ -2,11 +2,12 @@
  * cpu.c - picks the kernel table at run time.  Compiled for the baseline ISA
  * (never with -mavx2): it only asks the CPU what it can do.
  *
- * Tables, each a superset of the one before: portable (any C11 compiler),
- * avx2 (AVX2 + FMA + F16C), avx512 (avx2 with the integer-product kernels
- * replaced by AVX-512 F/BW/VL + VNNI + VBMI ones).  MOEQ_KERNELS=portable,
- * avx2 or avx512 caps the choice (a name the CPU cannot run means the best
- * table below it).
+ * Tables, each needing what the one before needs and more: portable (any
+ * C11 compiler), avx2 (AVX2 + FMA + F16C), avx512 (the avx2 table with gemv,
+ * idot and the E4M3 panel replaced by AVX-512 F/BW/VL + VNNI + VBMI ones,
+ * kern_avx512.c).  All give the same bits.  MOEQ_KERNELS=portable, avx2 or
+ * avx512 caps the choice (a name the CPU cannot run means the best table
+ * below it).
  */
 #include "kernels.h"
 

@@ -239,6 +239,10 @@ START_TEST(test_run_layer) {
     ck_assert_msg(run(cmd, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "w8a8_int8, 8 experts, hidden 64, intermediate 32"), "%s", out);
     ck_assert_msg(strstr(out, ": ok (tolerance"), "%s", out);
+    ck_assert_msg(strstr(out, " kernels: ") && (strstr(out, "avx512 kernels") ||
+                                                strstr(out, "avx2 kernels") ||
+                                                strstr(out, "portable kernels")),
+                  "%s", out);
     free(out);
 
     /* The same layer through the library. */

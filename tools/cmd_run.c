@@ -398,8 +398,9 @@ int cmd_run(int argc, char **argv) {
             break;
     }
     int timed = repeat == 1 ? 1 : runs - 1;
-    printf("apply: %lld tokens, %ld threads: %.3f ms per call (best of %d), %.3f ms per token\n",
-           (long long)T, threads, best * 1e3, timed, best * 1e3 / (double)T);
+    printf("apply: %lld tokens, %ld threads, %s kernels: %.3f ms per call (best of %d), %.3f ms "
+           "per token\n",
+           (long long)T, threads, moeq_ctx_kernels(ctx), best * 1e3, timed, best * 1e3 / (double)T);
     if (out_path) {
         int64_t shape[2] = {T, H};
         char msg[512];

@@ -204,13 +204,15 @@ static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_
             NIB_D(h, c, 10), NIB_D(h, c, 11), NIB_D(h, c, 12), NIB_D(h, c, 13), NIB_D(h, c, 14),   \
             NIB_D(h, c, 15)                                                                        \
     }
-static const uint8_t nib_idx[2][2][64] = {{NIB_V(0, 0), NIB_V(0, 1)}, {NIB_V(1, 0), NIB_V(1, 1)}};
+_Alignas(64) static const uint8_t nib_idx[2][2][64] = {{NIB_V(0, 0), NIB_V(0, 1)},
+                                                       {NIB_V(1, 0), NIB_V(1, 1)}};
 #define E4_W(p, j) 0, 32 * (p) + (j)
 #define E4_8(p, j)                                                                                 \
     E4_W(p, j), E4_W(p, j + 1), E4_W(p, j + 2), E4_W(p, j + 3), E4_W(p, j + 4), E4_W(p, j + 5),    \
         E4_W(p, j + 6), E4_W(p, j + 7)
-static const uint8_t e4m3_idx[2][64] = {{E4_8(0, 0), E4_8(0, 8), E4_8(0, 16), E4_8(0, 24)},
-                                        {E4_8(1, 0), E4_8(1, 8), E4_8(1, 16), E4_8(1, 24)}};
+_Alignas(64) static const uint8_t e4m3_idx[2][64] = {
+    {E4_8(0, 0), E4_8(0, 8), E4_8(0, 16), E4_8(0, 24)},
+    {E4_8(1, 0), E4_8(1, 8), E4_8(1, 16), E4_8(1, 24)}};
 
 /* The chain of column k + i (k % 8 == 0): for one token one per phase
  * i % 4; for two, token 0 in a0 (even) and a1 (odd), token 1 in a2 and a3. */

@@ -33,7 +33,8 @@ moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out, moeq_e
     if (threads < 0 || threads > 256) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "threads is %d; use 0..256", (int)threads);
     }
-    if (moeq__kern_env_cap() < 0) {
+    const int kern_cap = moeq__kern_env_cap();
+    if (kern_cap < 0) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
                            "MOEQ_KERNELS is '%s'; use portable, avx2 or avx512 (or unset it)",
                            getenv("MOEQ_KERNELS"));
@@ -43,7 +44,7 @@ moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out, moeq_e
     c->threads = threads ? threads : 1;
     const char *env = getenv("MOEQ_FORCE_REF");
     c->force_ref = (opts && opts->force_ref) || (env && env[0] == '1');
-    c->kern = moeq__kern_best(false);
+    c->kern = moeq__kern_level(kern_cap);
     moeq_status st = MOEQ_STATUS_OK;
     if (!c->force_ref && c->threads > 1) {
         c->pool = moeq__pool_create(c->threads, &st);

@@ -396,7 +396,7 @@ static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *cons
 
 /* E4M3 codes: kern_avx2.c's panel with 16-lane vectors, P = kv * ks (one
  * product).  The other codes keep the AVX2 panel, which ran faster here
- * (kern_bench, hot: 16-lane panels at 0.85-0.93x its rate, E4M3 at 1.16x). */
+ * (kern_bench, hot: 16-lane panels at 0.85-0.93x its rate, E4M3 at 1.10-1.16x). */
 static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P) {
     if (pk->code != MOEQ__PK_E4M3) {
         moeq__kern_avx2.panel(pk, blk, k0, nk, P);

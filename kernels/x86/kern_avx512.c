@@ -303,6 +303,23 @@ _Alignas(64) static const uint8_t e4m3_idx[2][64] = {
     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                                                       \
         _mm_loadu_si128((const __m128i *)(const void *)((bc) + (k)*MOEQ__PK_ROWS))))
 
+/* Codes are streamed once from DRAM: the 64 or 128 bytes of 8 columns are
+ * fetched PF_AHEAD bytes ahead, past the block's end too (the next block is
+ * usually next), as in kern_avx2.c; the hardware prefetchers alone let a
+ * busy core's cold gemv fall to about half of the loads-only read rate. */
+#ifndef PF_AHEAD
+#define PF_AHEAD 2048
+#endif
+#define PF8(bc, k, code)                                                                           \
+    do {                                                                                           \
+        if ((code) == MOEQ__PK_NIB || (code) == MOEQ__PK_I4) {                                     \
+            _mm_prefetch((const char *)((bc) + (k)*8 + PF_AHEAD), _MM_HINT_T0);                    \
+        } else {                                                                                   \
+            _mm_prefetch((const char *)((bc) + (k)*16 + PF_AHEAD), _MM_HINT_T0);                   \
+            _mm_prefetch((const char *)((bc) + (k)*16 + PF_AHEAD + 64), _MM_HINT_T0);              \
+        }                                                                                          \
+    } while (0)
+
 /* kern_avx2.c's gemv with one 16-lane vector where it has two 8-lane ones,
  * the same chains in the same order (kernels.h): for M = 1 one per column
  * phase k % 4, added as (c0 + c1) + (c2 + c3); for M = 2 two per token
@@ -321,6 +338,7 @@ AI void gemv_z(const moeq__packed *pk, size_t blk, const float *const *x, float 
     for (size_t g = 0; g < pk->groups; g++) {
         __m512 a0 = z, a1 = z, a2 = z, a3 = z;
         for (size_t k = g * gs; k < (g + 1) * gs; k += 8) {
+            PF8(bc, k, code);
             COLS8(bc, k, code, lut)
 #define FMA(a, xp, i, f) a = _mm512_fmadd_ps(f, _mm512_set1_ps((xp)[k + (i)]), a)
 #define STEP(i, f)                                                                                 \

@@ -762,6 +762,7 @@ static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const int
     for (size_t kw = k0; kw < k0 + nk; kw += IDOT4_WIN) {
         const size_t n = k0 + nk - kw < IDOT4_WIN ? k0 + nk - kw : IDOT4_WIN;
         for (size_t j = 0; j < n / 8; j++) {
+            PF(bc, kw + 8 * j, MOEQ__PK_I4);
             for (int h = 0; h < 2; h++) {
                 const __m256i raw = _mm256_loadu_si256((const __m256i *)(bc + (kw / 8 + j) * 64 + 32 * h));
                 const __m256i lo = _mm256_and_si256(raw, low4);
@@ -864,6 +865,7 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
     for (size_t k0 = 0; k0 < pk->cols; k0 += FDOT_WIN) {
         const size_t nk = pk->cols - k0 < FDOT_WIN ? pk->cols - k0 : FDOT_WIN, ng = nk / 16;
         for (size_t j = 0; j < nk / 4; j++) { /* W + 64j: rows 0-7, then 8-15, 4 columns each */
+            if (!(j & 1)) PF(bc, k0 + 4 * j, MOEQ__PK_NIB);
             __m256i raw = _mm256_loadu_si256((const __m256i *)(bc + (k0 / 4 + j) * 32));
             raw = _mm256_shuffle_epi8(raw, perm);
             const __m256i lo = _mm256_shuffle_epi8(tbl, _mm256_and_si256(raw, low4));

@@ -25,6 +25,7 @@
  *                  [--reps N] [--layers N]
  * Prints figures; asserts nothing.
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -42,7 +43,7 @@ void openblas_set_num_threads(int n);
 void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
-enum { TOPK = 8 };
+enum { TOPK = 8, MAX_REPS = 256, MAX_LAYERS = 8 };
 static int g_E = 128, g_H = 2048, g_I = 768;
 
 static int cmp_double(const void *a, const void *b) {
@@ -333,10 +334,24 @@ typedef struct result {
     const char *scheme;
     int T, threads;
     double ms, ms_min, ms_max, gbps, gflops, bytes_med;
-    double t[256];
-    double bytes[256];
+    double t[MAX_REPS];
+    double bytes[MAX_REPS];
     int n;
 } result;
+
+/* An option's integer in [lo, hi], or false after saying what was wrong. */
+static bool int_opt(const char *opt, const char *arg, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < lo || v > hi) {
+        fprintf(stderr, "moe_bench: %s '%s': expected an integer from %d to %d\n", opt, arg, lo,
+                hi);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
 
 static int reps_for(const opts *o, int T) {
     if (o->reps) return o->reps;
@@ -394,15 +409,23 @@ int main(int argc, char **argv) {
             o.quick = 1;
         else if (!strcmp(argv[i], "--scheme") && i + 1 < argc)
             o.scheme = argv[++i];
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
-            o.tokens = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            o.threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            o.reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
-            o.layers = atoi(argv[++i]);
-        else {
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
+            if (!int_opt(argv[i], argv[i + 1], 1, 512, &o.tokens)) return 2;
+            i++;
+            if (o.tokens != 1 && o.tokens != 32 && o.tokens != 512) {
+                fprintf(stderr, "moe_bench: --tokens %d: the cases are 1, 32 and 512\n", o.tokens);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (!int_opt(argv[i], argv[i + 1], 1, 2, &o.threads)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            if (!int_opt(argv[i], argv[i + 1], 1, MAX_REPS, &o.reps)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--layers") && i + 1 < argc) {
+            if (!int_opt(argv[i], argv[i + 1], 1, MAX_LAYERS, &o.layers)) return 2;
+            i++;
+        } else {
             fprintf(stderr, "usage: moe_bench [--json] [--quick] [--scheme NAME] [--tokens T] "
                             "[--threads N] [--reps N] [--layers N]\n");
             return 2;
@@ -417,6 +440,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "\n");
             return 2;
         }
+    }
+    if (o.quick && o.tokens == 512) {
+        fprintf(stderr, "moe_bench: --quick runs T = 1 and 32 only\n");
+        return 2;
     }
     if (o.quick) g_E = 16;
     const int Ts_full[] = {1, 32, 512}, Ts_quick[] = {1, 32};
@@ -491,8 +518,8 @@ int main(int argc, char **argv) {
         if (o.scheme && strcmp(o.scheme, s->name) != 0) continue;
         sample_limits(o.quick ? 1 : 3);
         int layers = nl ? nl : (strstr(s->name, "w8") ? 2 : 3);
-        moeq_moe *L[8];
-        moeq_config *C[8];
+        moeq_moe *L[MAX_LAYERS];
+        moeq_config *C[MAX_LAYERS];
         double tb = bench_now(), rss0 = rss_mb();
         for (int i = 0; i < layers; i++) L[i] = build_layer(s, &C[i]);
         double expert_bytes = (double)moeq__moe_expert_bytes(L[0], 0);
@@ -561,7 +588,7 @@ int main(int argc, char **argv) {
         int ti = 0;
         while (Ts[ti] != r->T) ti++;
         double flops = 2.0 * r->T * TOPK * 3.0 * g_H * g_I;
-        double gb[256], memx[256], tt[256], bytes_sum = 0;
+        double gb[MAX_REPS], memx[MAX_REPS], tt[MAX_REPS], bytes_sum = 0;
         double tmin = 1e300, tmax = 0;
         for (int j = 0; j < r->n; j++) {
             gb[j] = r->bytes[j] / r->t[j] / 1e9;

@@ -52,6 +52,12 @@ void *moeq__malloc(size_t n);
 void *moeq__calloc(size_t count, size_t size);
 void *moeq__realloc(void *p, size_t n);
 void moeq__free(void *p);
+/* n bytes (uninitialized, freed with moeq__free) in whole 2 MiB pages on a
+ * 2 MiB boundary, on Linux advised MADV_HUGEPAGE: a layer's packed weights,
+ * which one token streams 8 experts at a time, so that where transparent huge
+ * pages are set to "madvise" the kernel backs them with 2 MiB pages (far
+ * fewer TLB misses). */
+void *moeq__malloc_huge(size_t n);
 char *moeq__strdup(const char *s);
 char *moeq__strndup(const char *s, size_t n);
 /* Test hook: after `n` more successful allocations, every allocation fails;

@@ -55,6 +55,7 @@ void moeq_moe_destroy(moeq_moe *l) {
         moeq__free(b);
         b = next;
     }
+    moeq__free(l->pk_arena);
     moeq__free(l->projs);
     moeq__free(l->prefix);
     for (int i = 0; i < 3; i++) moeq__free(l->proj[i]);
@@ -867,6 +868,8 @@ moeq_status moeq_moe_finalize(moeq_moe *l, moeq_error *err) {
             b = next;
         }
         l->blocks = NULL;
+        moeq__free(l->pk_arena);
+        l->pk_arena = NULL;
         moeq__free(l->projs);
         l->projs = NULL;
         return st;

@@ -91,6 +91,7 @@ struct moeq_moe {
     bool fp4_dot;      /* NVFP4 activations and weights (E2M1, E4M3 / global scales,
                           groups of 16) throughout: likewise, with fdot */
     moeq__block *blocks;
+    uint8_t *pk_arena; /* the packed projections' codes and scales (moe_pack.c) */
 };
 
 /* ---- for schemes: building the manifest ----------------------------------- */

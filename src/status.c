@@ -2,6 +2,7 @@
  * status.c - status, dtype, format and strategy names; error records; the log
  * callback; allocation and string-builder helpers shared by every module.
  */
+#define _DEFAULT_SOURCE /* madvise */
 #include "internal.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #ifndef MOEQ_VERSION_STRING
@@ -260,6 +262,20 @@ void *moeq__realloc(void *p, size_t n) {
 
 void moeq__free(void *p) {
     free(p);
+}
+
+void *moeq__malloc_huge(size_t n) {
+    if (!alloc_allowed()) return NULL;
+    const size_t huge = (size_t)2 << 20;
+    if (n > SIZE_MAX - huge) return NULL;
+    const size_t len = (n + huge - 1) / huge * huge; /* whole huge pages: the last one too */
+    void *p = NULL;
+    if (posix_memalign(&p, huge, len ? len : huge) != 0) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* advice only: where THP is off, or the kernel declines, 4 KiB pages it is */
+    (void)madvise(p, len, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 void moeq_free(void *p) {

@@ -294,8 +294,10 @@ static float tensor_scale(int32_t kind, float amax) {
 
 /* ---- one 16-row block of a projection ---------------------------------------------- */
 
-/* Asks for the codes of columns [k0, k0 + nk) of block b ahead of use (the
- * panel path reads them once, from DRAM, between long runs of FMAs). */
+/* Asks for the codes of columns [k0, k0 + nk) of block b ahead of use: the
+ * int8 and fp4 paths read them once, from DRAM, between long runs of
+ * integer products.  (The float path's panels fetch their next panel's
+ * codes themselves, spread over the decode.) */
 static void prefetch_cols(const moeq__packed *pk, size_t b, size_t k0, size_t nk) {
     if (b >= pk->blocks || k0 >= pk->cols) return;
     if (k0 + nk > pk->cols) nk = pk->cols - k0;
@@ -338,12 +340,10 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
     }
     size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
     size_t base = M / ntile, extra = M % ntile;
-    if (w->kind == MOEQ__QW_PACKED) prefetch_cols(&pj->pk, b, 0, 2 * KB);
     for (size_t k0 = 0; k0 < cols; k0 += KB) {
         size_t nk = cols - k0 < KB ? cols - k0 : KB;
         if (w->kind == MOEQ__QW_PACKED) {
-            prefetch_cols(&pj->pk, b, k0 + 2 * KB, KB);
-            K->panel(&pj->pk, b, k0, nk, t->P);
+            K->panel(&pj->pk, b, k0, nk, t->P); /* it fetches the next panel's codes */
         } else {
             for (size_t k = 0; k < nk; k++) {
                 for (size_t r = 0; r < 16; r++) t->P[k * 16 + r] = t->W16[r * cols + k0 + k];
@@ -506,7 +506,7 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
         }
     }
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
-        if (M > MOEQ__GEMV_MAX && l->all_packed) {
+        if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
             /* up's block comes next; the following blocks soon after, here or
              * on another core (L3 is shared) */
             prefetch_cols(&pu->pk, (size_t)b, 0, 2 * KB);
@@ -557,7 +557,9 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     const float *rows[MOEQ__GEMV_MAX];
     const float *const *xg = f->int8 || f->fp4 ? t->xr : gemv_rows(f, t, pd, M, t->xr, 0, rows);
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
-        if (M > MOEQ__GEMV_MAX && l->all_packed) prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB);
+        if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
+            prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB); /* the panels fetch their own */
+        }
         if (f->int8) {
             proj_block_int(f, t, pd, (size_t)b, M, t->xc, t->xsc, t->Cg);
         } else if (f->fp4) {

@@ -174,6 +174,15 @@ AI void gemv_fix_mem(const moeq__packed *pk, float *y, size_t ldy, int M) {
 
 /* ---- panel: dequantized weights, [k][16] ------------------------------------------ */
 
+/* Bytes of one column's codes (16 rows): 4-bit or 8-bit codes. */
+#define CODE_BYTES(code) ((code) == MOEQ__PK_NIB || (code) == MOEQ__PK_I4 ? 8u : 16u)
+/* Fetches the codes of column k of the block at bc.  A panel of nk columns
+ * fetches the next nk (the next panel of the block, or the first of the next
+ * block, which follows it in memory) while it decodes its own, so they arrive
+ * during the tiles in between (moe_bench, T=512, with and without alternating:
+ * 0.93-0.98x the time against the driver's prefetch of whole panels ahead). */
+#define PF_AT(bc, k, code) _mm_prefetch((const char *)((bc) + (k)*CODE_BYTES(code)), _MM_HINT_T0)
+
 AI void panel_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P,
                    const int code) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
@@ -188,6 +197,7 @@ AI void panel_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, flo
         const __m256 s0 = s[0], s1 = s[1];
         for (; k < kend; k += 4) {
             __m256 f0, f1, f2, f3, f4, f5, f6, f7;
+            PF_AT(bc, k + nk, code);
             COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7);
             float *o = P + (k - k0) * MOEQ__PK_ROWS;
             _mm256_storeu_ps(o, _mm256_mul_ps(f0, s0));
@@ -241,6 +251,7 @@ static void panel_i4(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, f
         }
         for (; k < kend; k += 8) {
             __m256i u, v, uh, vh;
+            PF_AT(bc, k + nk, MOEQ__PK_I4);
             I4_LOAD(bc + (k / 8) * 64, u, v, uh, vh);
             float *o = P + (k - k0) * MOEQ__PK_ROWS;
 #define PCOL(i)                                                                                    \
@@ -274,17 +285,13 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
 
 /* ---- gemv: a few tokens against one block, decoding each code once ---------------- */
 
-/* Codes are streamed once from DRAM: fetch PF_AHEAD bytes ahead (past the
+/* gemv streams codes once from DRAM: fetch PF_AHEAD bytes ahead (past the
  * block's end too: the next block is usually next). */
 #ifndef PF_AHEAD
 #define PF_AHEAD 2048
 #endif
 #define PF(bc, k, code)                                                                            \
-    _mm_prefetch((const char *)((bc) + (k) * ((code) == MOEQ__PK_NIB || (code) == MOEQ__PK_I4      \
-                                                  ? 8                                              \
-                                                  : 16) +                                          \
-                                PF_AHEAD),                                                         \
-                 _MM_HINT_T0)
+    _mm_prefetch((const char *)((bc) + (k)*CODE_BYTES(code) + PF_AHEAD), _MM_HINT_T0)
 
 #define BC(xp, j)    _mm256_broadcast_ss((xp) + k + (j))
 #define FMA(a, f, x) a = _mm256_fmadd_ps(f, x, a)

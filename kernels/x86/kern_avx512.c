@@ -432,6 +432,9 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
         const size_t kend = (g + 1) * pk->gsize < k1 ? (g + 1) * pk->gsize : k1;
         const __m512 s = scales16(pk, blk, g);
         for (; k < kend; k += 8) {
+            /* the next panel's codes, as kern_avx2.c's panels fetch them */
+            _mm_prefetch((const char *)(bc + (k + nk) * 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bc + (k + nk) * 16 + 64), _MM_HINT_T0);
             COLS8(bc, k, MOEQ__PK_E4M3, _mm512_setzero_ps())
             float *o = P + (k - k0) * MOEQ__PK_ROWS;
             _mm512_storeu_ps(o, _mm512_mul_ps(f0, s));

@@ -10,10 +10,11 @@
  * any more, and they are freed: a packed layer holds one copy of its weights,
  * with scales in their narrowest exact form (1 byte for NVFP4 and MXFP4, 2
  * for bf16/f16 group scales), all in one arena of 2 MiB pages (moe_bench,
- * 2 threads, layers with and without them alternating in one run: 0.96-0.98x
- * the time at T=1 for wna16, w8a8_int8 and w8a8_fp8, 0.97x at T=32).  Otherwise (some projection has zero points,
- * g_idx, sizes that are not multiples of 8, ...) the originals stay for the
- * projections that need them and the packed copies come on top.
+ * 2 threads, layers with and without them alternating in one run:
+ * 0.96-0.98x the time at T=1 for wna16, w8a8_int8 and w8a8_fp8, 0.97x at
+ * T=32).  Otherwise (some projection has zero points, g_idx, sizes that are
+ * not multiples of 8, ...) the originals stay for the projections that need
+ * them and the packed copies come on top.
  *
  * A layer with int8 activations whose projections all packed as I8 or I4 is
  * marked int8_dot, one with NVFP4 activations and NVFP4 weights fp4_dot: its

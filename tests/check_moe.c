@@ -682,6 +682,21 @@ START_TEST(test_odd_sizes) {
     }
     ck_assert_ok(moeq_moe_finalize(layer, &err), &err);
     ck_assert_int_eq(layer->all_packed, v[_i].packed);
+    /* The packed projections sit in one arena on a 2 MiB boundary (moe_pack.c),
+     * each 64-byte aligned, in order, 64 zero bytes after each. */
+    const uint8_t *prev_end = layer->pk_arena;
+    for (size_t pi = 0; pi < (size_t)E * 3; pi++) {
+        const moeq__proj *pj = &layer->projs[pi];
+        if (pj->w.kind != MOEQ__QW_PACKED) continue;
+        ck_assert_ptr_nonnull(layer->pk_arena);
+        ck_assert_uint_eq((uintptr_t)layer->pk_arena % ((uintptr_t)2 << 20), 0);
+        ck_assert_uint_eq((uintptr_t)pj->pk.codes % 64, 0);
+        ck_assert(pj->pk.codes >= prev_end);
+        ck_assert(pj->pk.scales == pj->pk.codes + pj->pk.blocks * pj->pk.blk_code_bytes);
+        const uint8_t *end = pj->pk.scales + pj->pk.blocks * pj->pk.blk_scale_bytes;
+        for (int z = 0; z < 64; z++) ck_assert_uint_eq(end[z], 0);
+        prev_end = end + 64;
+    }
     enum { TO = 21 };
     size_t H2 = (size_t)v[_i].h;
     float *x = malloc(sizeof(float) * TO * H2), *y1 = malloc(sizeof(float) * TO * H2),

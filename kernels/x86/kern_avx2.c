@@ -180,7 +180,7 @@ AI void gemv_fix_mem(const moeq__packed *pk, float *y, size_t ldy, int M) {
  * fetches the next nk (the next panel of the block, or the first of the next
  * block, which follows it in memory) while it decodes its own, so they arrive
  * during the tiles in between (moe_bench, T=512, with and without alternating:
- * 0.93-0.98x the time against the driver's prefetch of whole panels ahead). */
+ * 0.93-1.00x the time against the driver's prefetch of whole panels ahead). */
 #define PF_AT(bc, k, code) _mm_prefetch((const char *)((bc) + (k)*CODE_BYTES(code)), _MM_HINT_T0)
 
 AI void panel_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P,

@@ -430,6 +430,8 @@ typedef enum moeq__pk_code {
     MOEQ__PK_E4M3 = 2,
     MOEQ__PK_I4 = 3
 } moeq__pk_code;
+/* Bytes of one column's codes in a block (16 rows): 4-bit or 8-bit codes. */
+#define MOEQ__PK_COL_BYTES(code) ((code) == MOEQ__PK_NIB || (code) == MOEQ__PK_I4 ? 8u : 16u)
 typedef enum moeq__pk_scale {
     MOEQ__PS_F32 = 0,
     MOEQ__PS_F16 = 1,

@@ -301,7 +301,7 @@ static float tensor_scale(int32_t kind, float amax) {
 static void prefetch_cols(const moeq__packed *pk, size_t b, size_t k0, size_t nk) {
     if (b >= pk->blocks || k0 >= pk->cols) return;
     if (k0 + nk > pk->cols) nk = pk->cols - k0;
-    size_t per = pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4 ? 8 : 16;
+    const size_t per = MOEQ__PK_COL_BYTES(pk->code);
     const uint8_t *p = pk->codes + b * pk->blk_code_bytes + k0 * per;
     for (size_t o = 0; o < nk * per; o += 64) __builtin_prefetch(p + o, 0, 2);
 }

@@ -79,9 +79,14 @@ moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
         pj->pk = pk;
         packed[i] = true;
         const size_t bytes = pk.blocks * (pk.blk_code_bytes + pk.blk_scale_bytes);
-        if (!moeq__add_size(total, (bytes + 64 + 63) / 64 * 64, &total)) total = SIZE_MAX;
+        if (!moeq__add_size(total, (bytes + 64 + 63) / 64 * 64, &total)) {
+            moeq__free(row_buf);
+            moeq__free(packed);
+            return moeq__error(err, MOEQ_STATUS_NOMEM,
+                               "packing weights: the packed projections' sizes overflow size_t");
+        }
     }
-    uint8_t *arena = total && total != SIZE_MAX ? moeq__malloc_huge(total) : NULL;
+    uint8_t *arena = total ? moeq__malloc_huge(total) : NULL;
     if (total && !arena) {
         moeq__free(row_buf);
         moeq__free(packed);

@@ -178,8 +178,7 @@ bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
     if (pk->code == MOEQ__PK_NIB && int4 && i4_scales_ok(w, pk)) {
         pk->code = MOEQ__PK_I4;
     }
-    pk->blk_code_bytes =
-        pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4 ? w->cols * 8 : w->cols * 16;
+    pk->blk_code_bytes = w->cols * MOEQ__PK_COL_BYTES(pk->code);
     pk->blk_scale_bytes = pk->groups * MOEQ__PK_ROWS * moeq__pk_scale_size(pk->scale_kind);
     return true;
 }

@@ -174,14 +174,13 @@ AI void gemv_fix_mem(const moeq__packed *pk, float *y, size_t ldy, int M) {
 
 /* ---- panel: dequantized weights, [k][16] ------------------------------------------ */
 
-/* Bytes of one column's codes (16 rows): 4-bit or 8-bit codes. */
-#define CODE_BYTES(code) ((code) == MOEQ__PK_NIB || (code) == MOEQ__PK_I4 ? 8u : 16u)
 /* Fetches the codes of column k of the block at bc.  A panel of nk columns
  * fetches the next nk (the next panel of the block, or the first of the next
  * block, which follows it in memory) while it decodes its own, so they arrive
  * during the tiles in between (moe_bench, T=512, with and without alternating:
  * 0.93-1.00x the time against the driver's prefetch of whole panels ahead). */
-#define PF_AT(bc, k, code) _mm_prefetch((const char *)((bc) + (k)*CODE_BYTES(code)), _MM_HINT_T0)
+#define PF_AT(bc, k, code)                                                                         \
+    _mm_prefetch((const char *)((bc) + (k)*MOEQ__PK_COL_BYTES(code)), _MM_HINT_T0)
 
 AI void panel_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P,
                    const int code) {
@@ -291,7 +290,7 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
 #define PF_AHEAD 2048
 #endif
 #define PF(bc, k, code)                                                                            \
-    _mm_prefetch((const char *)((bc) + (k)*CODE_BYTES(code) + PF_AHEAD), _MM_HINT_T0)
+    _mm_prefetch((const char *)((bc) + (k)*MOEQ__PK_COL_BYTES(code) + PF_AHEAD), _MM_HINT_T0)
 
 #define BC(xp, j)    _mm256_broadcast_ss((xp) + k + (j))
 #define FMA(a, f, x) a = _mm256_fmadd_ps(f, x, a)

@@ -130,13 +130,13 @@ AI __m512i bcast4(const int8_t *p) {
 #ifndef PF_AHEAD
 #define PF_AHEAD 2048
 #endif
-#define PF8(bc, k, code)                                                                           \
+#define PF8(bc, k, code) PF8_AT(bc, (k)*MOEQ__PK_COL_BYTES(code) + PF_AHEAD, code)
+/* The 8 columns' 64 or 128 bytes from byte offset o of the block at bc. */
+#define PF8_AT(bc, o, code)                                                                        \
     do {                                                                                           \
-        if ((code) == MOEQ__PK_NIB || (code) == MOEQ__PK_I4) {                                     \
-            _mm_prefetch((const char *)((bc) + (k)*8 + PF_AHEAD), _MM_HINT_T0);                    \
-        } else {                                                                                   \
-            _mm_prefetch((const char *)((bc) + (k)*16 + PF_AHEAD), _MM_HINT_T0);                   \
-            _mm_prefetch((const char *)((bc) + (k)*16 + PF_AHEAD + 64), _MM_HINT_T0);              \
+        _mm_prefetch((const char *)((bc) + (o)), _MM_HINT_T0);                                     \
+        if (MOEQ__PK_COL_BYTES(code) == 16u) {                                                     \
+            _mm_prefetch((const char *)((bc) + (o) + 64), _MM_HINT_T0);                            \
         }                                                                                          \
     } while (0)
 
@@ -433,8 +433,7 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
         const __m512 s = scales16(pk, blk, g);
         for (; k < kend; k += 8) {
             /* the next panel's codes, as kern_avx2.c's panels fetch them */
-            _mm_prefetch((const char *)(bc + (k + nk) * 16), _MM_HINT_T0);
-            _mm_prefetch((const char *)(bc + (k + nk) * 16 + 64), _MM_HINT_T0);
+            PF8_AT(bc, (k + nk) * MOEQ__PK_COL_BYTES(MOEQ__PK_E4M3), MOEQ__PK_E4M3);
             COLS8(bc, k, MOEQ__PK_E4M3, _mm512_setzero_ps())
             float *o = P + (k - k0) * MOEQ__PK_ROWS;
             _mm512_storeu_ps(o, _mm512_mul_ps(f0, s));

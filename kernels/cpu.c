@@ -50,6 +50,30 @@ static int cpu_level(void) {
 }
 #endif
 
+#if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+static bool cpu_avx512bf16(void) {
+    unsigned a, b, c, d;
+    /* leaf 7's subleaf 1 exists when subleaf 0's EAX (the last subleaf) >= 1 */
+    if (moeq__cpu_level() < 2 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || a < 1) return false;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a >> 5) & 1u; /* AVX512_BF16 */
+}
+#else
+static bool cpu_avx512bf16(void) {
+    return false;
+}
+#endif
+
+bool moeq__cpu_avx512bf16(void) {
+    static atomic_int have = -1;
+    int v = atomic_load_explicit(&have, memory_order_relaxed);
+    if (v < 0) {
+        v = cpu_avx512bf16();
+        atomic_store_explicit(&have, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 int moeq__cpu_level(void) {
     static atomic_int level = -1; /* every thread computes the same answer */
     int v = atomic_load_explicit(&level, memory_order_relaxed);

@@ -522,6 +522,22 @@ typedef struct moeq__kern {
      * each element one fused multiply-add chain in k order; M <= 6. */
     void (*tile)(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
                  int accumulate);
+    /* FP8 activation codes on E4M3 weights (W8A8-FP8 with one activation
+     * scale per row), as bfloat16 pairs: every E4M3 value (and so every kernel
+     * value kv = value * 2^-8) is a bfloat16, and the product of two is exact
+     * in float32.  panel_bf16 (E4M3 codes only): for k in [k0, k0 + nk),
+     * Pb[((k - k0) / 2) * 32 + 2 r + k % 2] = bfloat16 of kv(blk*16 + r, k);
+     * k0, nk multiples of 8.  Exact. */
+    void (*panel_bf16)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb);
+    /* C[m*ldc + r] = (accumulate ? C + S : S) for m < M <= 6, r < 16, where,
+     * with w the bfloat16 panel above (nk columns, a multiple of 4) and x[m] a
+     * row of bfloat16 codes: the column pairs p = 0 .. nk/2 - 1 go into two
+     * float32 chains, e (even p) and o (odd p), each pair adding
+     * w(2p+1) * x(2p+1) and then w(2p) * x(2p) (each product exact, each
+     * sum rounded: what vdpbf16ps does per lane), and S = e + o.
+     * Bit-identical across tables. */
+    void (*tile_bf16)(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *const *x, float *C,
+                      size_t ldc, int accumulate);
     /* Integer products for int8 activations on I8 or I4 codes (W8A8, W4A8):
      * C[m*ldc + r] = (accumulate ? C : 0) + sum_{k0 <= k < k0 + nk} q(blk*16 + r, k) * x[m][k]
      * in int32 for m < M <= MOEQ__TILE_MAX, r < 16, where q is the code's
@@ -554,6 +570,9 @@ typedef struct moeq__kern {
     /* q[i] = clamp(round_half_even(x[i] / s), -128, 127), NaN -> 0: the int8
      * code qdq_int8 multiplies by s (moeq__actq_int8_static_ref, zero point 0). */
     void (*q_int8)(const float *x, size_t n, float s, int16_t *q);
+    /* b[i] = the bfloat16 of e4m3(clamp(x[i] / s, +-448)), NaN -> +0: the
+     * code value qdq_fp8 multiplies by s (moeq__actq_fp8_static_ref). */
+    void (*q_fp8_bf16)(const float *x, size_t n, float s, uint16_t *b);
     /* max |x[i]| (NaN ignored); the activation quantize-dequantize steps
      * exactly as moeq__actq_*_ref followed by moeq__actdq_*_ref. */
     float (*amax)(const float *x, size_t n);
@@ -583,6 +602,8 @@ void moeq__kern_avx512_fill(moeq__kern *t);
 /* cpu.c: what this CPU and OS run: 0 (portable only), 1 (AVX2 + FMA + F16C)
  * or 2 (also AVX-512 F, BW, VL, VNNI and VBMI, when the build has them). */
 int moeq__cpu_level(void);
+/* Whether this CPU and OS run AVX512_BF16 (vdpbf16ps) too, at level 2. */
+bool moeq__cpu_avx512bf16(void);
 /* The table of a level (0 portable, 1 avx2, 2 avx512), or of the highest
  * level at or below it that this CPU runs. */
 const moeq__kern *moeq__kern_level(int level);

@@ -31,7 +31,11 @@
  * item); for more rows, the weights of a 16 x KB panel are
  * dequantized to f32 once and the tile kernel runs up to 6 rows at a time
  * over it; projections that could not be packed are dequantized by
- * moeq__dequant_ref into the same panels.
+ * moeq__dequant_ref into the same panels.  FP8 activations on E4M3 codes
+ * with more rows than the gemv takes (fp8b) multiply codes by codes instead:
+ * the panel holds the codes as bfloat16 pairs and tile_bf16 sums exact
+ * products (vdpbf16ps where the CPU has it), scaled per group afterwards.
+ * The int8 and NVFP4 activation paths are proj_block_int and proj_block_fp4.
  */
 #include "moe.h"
 #include "pool.h"
@@ -88,7 +92,11 @@ typedef struct fast {
     bool per_row_x;
     bool int8;           /* l->int8_dot: activations as codes, integer products */
     int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
-    float *xs, *as;      /* int8: their scales, [T] and [rows] */
+    bool fp8b;           /* FP8 activations (per token, tensor, static or group), an expert
+                            with more than MOEQ__GEMV_MAX rows: E4M3 blocks take tile_bf16 */
+    uint16_t *xb, *ab;   /* fp8b: the codes of xf and of A as bfloat16, where xq and aq go */
+    float *xs, *as;      /* int8, fp8b: their scales, [T][nxs] and [rows][nas] */
+    size_t nxs, nas;     /* scales per row: 1, or per group (FP8_GROUP) H / group, I / group */
     bool fp4;            /* l->fp4_dot: NVFP4 activations as codes, fdot */
     int8_t *x4v, *a4v;   /* fp4: codes per row, [rows, H], [rows, I] */
     float *x4s, *a4s;    /* fp4: group scales, [rows, H / 16], [rows, I / 16] */
@@ -113,7 +121,11 @@ typedef struct tscratch {
     float *Cu;              /* [mmax, 16] */
     const float **xr, **xo; /* [mmax] */
     const int16_t **xc;     /* [mmax]: int8 path, rows of codes */
+    const uint16_t **xb;    /* [mmax]: fp8b, rows of bfloat16 codes */
+    const uint16_t **xbo;   /* [mmax]: fp8b, the same rows at a panel's first column */
+    const float **xbs;      /* [mmax]: fp8b, the rows' scales (one, or one per group) */
     int32_t *Ci;            /* [mmax, 16]: int8 path, integer sums */
+    float *Sg;              /* fp8b: one scale group's sums, in Ci's memory */
     float *xsc;             /* [mmax]: int8 path, the rows' activation scales */
     moeq__fp4row *f4;       /* [mmax]: fp4 path, the rows' codes */
     float *xp;              /* [2][MOEQ__GEMV_MAX][maxk + maxk / 8]: rows made by i4_prep */
@@ -135,7 +147,7 @@ static size_t tscratch_size(const fast *f) {
     size_t maxk = f->maxk;
     return up64(KB * 16 * sizeof(float)) +
            (f->l->all_packed ? 0 : up64(16 * maxk * sizeof(float))) +
-           2 * up64(f->mmax * 16 * sizeof(float)) + 3 * up64(f->mmax * sizeof(float *)) +
+           2 * up64(f->mmax * 16 * sizeof(float)) + 6 * up64(f->mmax * sizeof(float *)) +
            up64(f->mmax * 16 * sizeof(int32_t)) + up64(f->mmax * sizeof(float)) +
            up64(f->mmax * sizeof(moeq__fp4row)) +
            up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float)) +
@@ -163,7 +175,14 @@ static tscratch tscratch_get(const fast *f, int tid) {
     p += up64(f->mmax * sizeof(float *));
     t.xc = (const int16_t **)(void *)p;
     p += up64(f->mmax * sizeof(float *));
+    t.xb = (const uint16_t **)(void *)p;
+    p += up64(f->mmax * sizeof(float *));
+    t.xbo = (const uint16_t **)(void *)p;
+    p += up64(f->mmax * sizeof(float *));
+    t.xbs = (const float **)(void *)p;
+    p += up64(f->mmax * sizeof(float *));
     t.Ci = (int32_t *)(void *)p;
+    t.Sg = (float *)(void *)p; /* the int8 path and fp8b never meet */
     p += up64(f->mmax * 16 * sizeof(int32_t));
     t.xsc = (float *)(void *)p;
     p += up64(f->mmax * sizeof(float));
@@ -250,6 +269,35 @@ static void code_row(const fast *f, const float *v, size_t n, float act_scale, f
     *s = sc;
 }
 
+/* The fp8b codes of one row (bfloat16 of each E4M3 value) and its scale, or
+ * its groups' scales, in s: the codes qdq_row multiplies by the same scales,
+ * so call it first.  A bad row (its output is NaN whatever they are) gets
+ * zeros, so that nothing reads memory no step wrote. */
+static void code_row_fp8(const fast *f, const float *v, size_t n, float act_scale,
+                         float tensor_scale, uint16_t *b, float *s, bool bad) {
+    const int32_t kind = f->l->act_kind;
+    const size_t gs = kind == MOEQ__ACT_FP8_GROUP ? (size_t)f->l->act_group : n;
+    for (size_t c0 = 0; c0 < n; c0 += gs) {
+        const size_t len = n - c0 < gs ? n - c0 : gs;
+        float sc;
+        if (bad) {
+            memset(b + c0, 0, len * sizeof *b);
+            s[c0 / gs] = 0.0f;
+            continue;
+        }
+        if (kind == MOEQ__ACT_FP8_TOKEN || kind == MOEQ__ACT_FP8_GROUP) {
+            const float eps = kind == MOEQ__ACT_FP8_TOKEN ? MOEQ__ACT_FP8_EPS
+                                                          : MOEQ__ACT_FP8_GROUP_EPS;
+            float am = f->K->amax(v + c0, len);
+            sc = (am > eps ? am : eps) / MOEQ__E4M3_MAX;
+        } else {
+            sc = kind == MOEQ__ACT_FP8_TENSOR ? tensor_scale : act_scale;
+        }
+        f->K->q_fp8_bf16(v + c0, len, sc, b + c0);
+        s[c0 / gs] = sc;
+    }
+}
+
 /* Row r of an fp4 code set (v, s, u with n columns per row). */
 static moeq__fp4row fp4_row(int8_t *v, float *s, int16_t *u, size_t n, size_t r) {
     moeq__fp4row x = {v + r * n, s + r * (n / 16), u + r * (n / 16)};
@@ -322,6 +370,55 @@ static const float *const *gemv_rows(const fast *f, const tscratch *t, const moe
     return out;
 }
 
+/* Whether the fp8b block serves pj: packed E4M3 codes, and per-group
+ * activation scales on the weight's own groups. */
+static bool bf16_block(const fast *f, const moeq__proj *pj) {
+    return f->fp8b && pj->w.kind == MOEQ__QW_PACKED && pj->pk.code == MOEQ__PK_E4M3 &&
+           (f->l->act_kind != MOEQ__ACT_FP8_GROUP || (size_t)f->l->act_group == pj->pk.gsize);
+}
+
+/* The fp8b block (E4M3 weights, FP8 activation codes, more than
+ * MOEQ__GEMV_MAX rows): with S(m, r, g) a scale group's sum of code products
+ * (exact products summed in float32 by tile_bf16 over bfloat16 panels of up
+ * to KB columns), C[m*16 + r] = xs[m] * sum_g ks(r, g) * S(m, r, g), or with
+ * per-group activation scales sum_g (ks(r, g) * S(m, r, g)) * xs[m][g]: the
+ * groups' terms added in group order (products, then a sum), as the int8
+ * path does.  A token's result does not depend on M. */
+static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b,
+                            size_t M, float *C) {
+    const bool grouped = f->l->act_kind == MOEQ__ACT_FP8_GROUP;
+    const moeq__packed *pk = &pj->pk;
+    uint16_t *Pb = (uint16_t *)(void *)t->P; /* KB x 16 bfloat16: half of P */
+    float *S = pk->groups > 1 ? t->Sg : C;
+    const size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
+    const size_t base = M / ntile, extra = M % ntile;
+    for (size_t g = 0; g < pk->groups; g++) {
+        const size_t g0 = g * pk->gsize, g1 = g0 + pk->gsize;
+        for (size_t k0 = g0; k0 < g1; k0 += KB) {
+            const size_t nk = g1 - k0 < KB ? g1 - k0 : KB;
+            f->K->panel_bf16(pk, b, k0, nk, Pb); /* it fetches the next panel's codes */
+            for (size_t m = 0; m < M; m++) t->xbo[m] = t->xb[m] + k0;
+            size_t m0 = 0;
+            for (size_t i = 0; i < ntile; i++) {
+                const size_t mt = base + (i < extra);
+                f->K->tile_bf16(Pb, nk, mt, t->xbo + m0, S + m0 * 16, 16, k0 > g0);
+                m0 += mt;
+            }
+        }
+        for (size_t r = 0; r < 16; r++) {
+            const float ks = moeq__pk_ks(pk, b * 16 + r, g);
+            for (size_t m = 0; m < M; m++) {
+                float v = S[m * 16 + r] * ks;
+                if (grouped) v = v * t->xbs[m][g];
+                C[m * 16 + r] = g == 0 ? v : C[m * 16 + r] + v;
+            }
+        }
+    }
+    for (size_t m = 0; m < M && !grouped; m++) {
+        for (size_t r = 0; r < 16; r++) C[m * 16 + r] *= t->xbs[m][0];
+    }
+}
+
 /* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything);
  * xg: the rows for the gemv kernel (gemv_rows). */
 static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t M,
@@ -331,6 +428,10 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
     const size_t cols = w->cols;
     if (w->kind == MOEQ__QW_PACKED && M <= MOEQ__GEMV_MAX) {
         K->gemv(&pj->pk, b, M, xg, C, 16);
+        return;
+    }
+    if (bf16_block(f, pj)) {
+        proj_block_bf16(f, t, pj, b, M, C);
         return;
     }
     if (w->kind != MOEQ__QW_PACKED) {
@@ -427,6 +528,9 @@ static void step_tokens(void *arg, int tid, int nt) {
             }
             f->bad[tok] = !all_finite(row, f->H);
             if (f->int8 && f->bad[tok]) zero_codes(f->xq + tok * f->H, f->H, &f->xs[tok]);
+            if (f->fp8b && f->bad[tok]) {
+                code_row_fp8(f, row, f->H, 0, 0, f->xb + tok * f->H, f->xs + tok * f->nxs, true);
+            }
             if (!f->used[tok] || f->bad[tok]) continue; /* a bad token's output is NaN */
             if (l->cfg.apply_router_weight_on_input) {  /* top_k == 1 */
                 float s = io->weights[tok];
@@ -436,6 +540,10 @@ static void step_tokens(void *arg, int tid, int nt) {
                 code_row(f, row, f->H, l->projs[0].act_scale, 1.0f, f->xq + tok * f->H,
                          &f->xs[tok]);
             } else if (local_quant) {
+                if (f->fp8b) {
+                    code_row_fp8(f, row, f->H, l->projs[0].act_scale, 1.0f, f->xb + tok * f->H,
+                                 f->xs + tok * f->nxs, false);
+                }
                 qdq_row(f, &t, row, f->H, l->projs[0].act_scale, 1.0f);
             } else if (tensor_kind(l->act_kind)) {
                 float m = f->K->amax(row, f->H);
@@ -476,6 +584,10 @@ static void step_tokens2(void *arg, int tid, int nt) {
                 code_row(f, f->xf + tok * f->H, f->H, 1.0f, f->ts1, f->xq + tok * f->H,
                          &f->xs[tok]);
             } else {
+                if (f->fp8b) {
+                    code_row_fp8(f, f->xf + tok * f->H, f->H, 1.0f, f->ts1, f->xb + tok * f->H,
+                                 f->xs + tok * f->nxs, false);
+                }
                 qdq_row(f, &t, f->xf + tok * f->H, f->H, 1.0f, f->ts1);
             }
         }
@@ -505,6 +617,10 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
         if (f->int8) {
             t->xc[m] = f->xq + tok * f->H;
             t->xsc[m] = f->xs[tok];
+        }
+        if (f->fp8b) {
+            t->xb[m] = f->xb + tok * f->H;
+            t->xbs[m] = f->xs + tok * f->nxs;
         }
         if (f->fp4) t->f4[m] = fp4_row(f->x4v, f->x4s, f->x4u, f->H, r);
     }
@@ -575,6 +691,10 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
         if (f->int8) {
             t->xc[m] = f->aq + (r0 + m) * f->I;
             t->xsc[m] = f->as[r0 + m];
+        }
+        if (f->fp8b) {
+            t->xb[m] = f->ab + (r0 + m) * f->I;
+            t->xbs[m] = f->as + (r0 + m) * f->nas;
         }
         if (f->fp4) t->f4[m] = fp4_row(f->a4v, f->a4s, f->a4u, f->I, r0 + m);
     }
@@ -651,6 +771,9 @@ static void step_quant_a(void *arg, int tid, int nt) {
             const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
             if (tensor_kind(f->l->act_kind) ? f->row_bad[r] : check_row_a(f, r)) {
                 if (f->int8) zero_codes(f->aq + r * f->I, f->I, &f->as[r]);
+                if (f->fp8b) {
+                    code_row_fp8(f, NULL, f->I, 0, 0, f->ab + r * f->I, f->as + r * f->nas, true);
+                }
                 if (f->fp4) code_row_fp4(f, NULL, f->I, 0, f->a4v, f->a4s, f->a4u, r, true);
                 continue;
             }
@@ -663,6 +786,10 @@ static void step_quant_a(void *arg, int tid, int nt) {
                 code_row(f, f->A + r * f->I, f->I, pd->act_scale, f->ts2, f->aq + r * f->I,
                          &f->as[r]);
             } else {
+                if (f->fp8b) {
+                    code_row_fp8(f, f->A + r * f->I, f->I, pd->act_scale, f->ts2,
+                                 f->ab + r * f->I, f->as + r * f->nas, false);
+                }
                 qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
             }
         }
@@ -846,15 +973,26 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
             f.row_of[q] = r;
         }
     }
+    /* FP8 activations keep their codes too (bfloat16, with their scales) when
+     * some expert has rows enough for the tiles. */
+    f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && f.mmax > MOEQ__GEMV_MAX &&
+             (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
+              l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
+    f.nxs = f.nas = 1;
+    if (f.fp8b && l->act_kind == MOEQ__ACT_FP8_GROUP) {
+        const size_t gs = (size_t)l->act_group;
+        f.nxs = (f.H + gs - 1) / gs;
+        f.nas = (f.I + gs - 1) / gs;
+    }
     /* The rest of the scratch: buffers, then per-thread pieces. */
     f.tstride = up64(tscratch_size(&f));
     size_t at_xf = head, at_x = at_xf + up64(f.T * f.H * 4);
     size_t at_a = at_x + (f.per_row_x && !f.fp4 ? up64(f.rows * f.H * 4) : 0);
     size_t at_y = at_a + up64(f.rows * f.I * 4);
-    size_t at_q = at_y + up64(f.rows * f.H * 4); /* int8: xq, aq, xs, as */
-    size_t q_bytes = f.int8 ? up64(f.T * f.H * 2) + up64(f.rows * f.I * 2) + up64(f.T * 4) +
-                                  up64(f.rows * 4)
-                            : 0;
+    size_t at_q = at_y + up64(f.rows * f.H * 4); /* int8: xq, aq, xs, as (fp8b: xb, ab, ...) */
+    size_t q_bytes = f.int8 || f.fp8b ? up64(f.T * f.H * 2) + up64(f.rows * f.I * 2) +
+                                            up64(f.T * f.nxs * 4) + up64(f.rows * f.nas * 4)
+                                      : 0;
     size_t at_q4 = at_q + q_bytes; /* fp4: x4v, a4v, x4s, a4s, x4u, a4u */
     if (f.fp4) {
         q_bytes += up64(f.rows * f.H) + up64(f.rows * f.I) + up64(f.rows * f.H / 16 * 4) +
@@ -873,14 +1011,16 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         f.X = f.per_row_x && !f.fp4 ? (float *)(void *)(base + at_x) : NULL;
         f.A = (float *)(void *)(base + at_a);
         f.Y = (float *)(void *)(base + at_y);
-        if (f.int8) {
+        if (f.int8 || f.fp8b) {
             uint8_t *q = base + at_q;
-            f.xq = (int16_t *)(void *)q;
+            if (f.int8) f.xq = (int16_t *)(void *)q;
+            if (f.fp8b) f.xb = (uint16_t *)(void *)q;
             q += up64(f.T * f.H * 2);
-            f.aq = (int16_t *)(void *)q;
+            if (f.int8) f.aq = (int16_t *)(void *)q;
+            if (f.fp8b) f.ab = (uint16_t *)(void *)q;
             q += up64(f.rows * f.I * 2);
             f.xs = (float *)(void *)q;
-            q += up64(f.T * 4);
+            q += up64(f.T * f.nxs * 4);
             f.as = (float *)(void *)q;
         }
         if (f.fp4) {

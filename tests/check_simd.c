@@ -321,6 +321,29 @@ START_TEST(test_packed_kernels) {
                               si, b);
             }
         }
+        /* the bfloat16 panel of E4M3 codes: kv of each element, exact */
+        if (s.pk.code == MOEQ__PK_E4M3) {
+            uint16_t *bp = malloc(2 * 16 * C), *bs = malloc(2 * 16 * C);
+            for (size_t b = 0; b < s.pk.blocks; b++) {
+                size_t k0 = C >= 16 ? 8 : 0, nk = C - k0;
+                P->panel_bf16(&s.pk, b, k0, nk, bp);
+                for (size_t k = 0; k < nk; k++) {
+                    for (size_t r = 0; r < 16; r++) {
+                        float kv = moeq__pk_kv(&s.pk, b * 16 + r, k0 + k);
+                        ck_assert_uint_eq((uint32_t)bp[(k / 2) * 32 + 2 * r + k % 2] << 16,
+                                          bits(kv));
+                    }
+                }
+                if (S) {
+                    memset(bs, 0xFF, 2 * 16 * C);
+                    S->panel_bf16(&s.pk, b, k0, nk, bs);
+                    ck_assert_msg(memcmp(bp, bs, 2 * 16 * nk) == 0,
+                                  "%s panel_bf16 differs (shape %zu block %zu)", S->name, si, b);
+                }
+            }
+            free(bp);
+            free(bs);
+        }
         /* gemv for 1..4 tokens */
         float *x = malloc(sizeof(float) * 4 * C);
         for (size_t i = 0; i < 4 * C; i++) x[i] = (float)(uni() * 2 - 1);
@@ -441,6 +464,66 @@ START_TEST(test_tile) {
                     S->tile(panel, lens[li], M, xs, cs, 16, acc);
                     ck_assert_msg(memcmp(cp, cs, sizeof cp) == 0, "%s tile M=%zu len %zu acc %d",
                                   S->name, M, lens[li], acc);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
+/* A random E4M3 value (no NaN) times 2^e, as a bfloat16. */
+static uint16_t e4m3_bf16(int e) {
+    uint8_t b;
+    do {
+        b = (uint8_t)rnd();
+    } while ((b & 0x7F) == 0x7F);
+    return (uint16_t)(bits(ldexpf(moeq__e4m3_to_f32(b), e)) >> 16);
+}
+
+/* tile_bf16 on E4M3 kernel values and activation codes: the portable kernel
+ * is the float64 dot product up to float rounding and follows its two-chain
+ * definition; the SIMD one gives the same bits, for 1..6 tokens, lengths
+ * across whole pairs of pairs, with and without accumulating. */
+START_TEST(test_tile_bf16) {
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    g_rng = 0xBF16u;
+    static uint16_t panel[300 * 16], x[6][300];
+    static float cp[6 * 16], cs[6 * 16];
+    for (size_t i = 0; i < 300 * 16; i++) panel[i] = e4m3_bf16(-8);
+    for (size_t m = 0; m < 6; m++) {
+        for (size_t k = 0; k < 300; k++) x[m][k] = e4m3_bf16(0);
+    }
+    const uint16_t *xs[6] = {x[0], x[1], x[2], x[3], x[4], x[5]};
+    const size_t lens[] = {0, 4, 8, 36, 256, 300};
+    for (size_t M = 1; M <= MOEQ__TILE_MAX; M++) {
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const size_t nk = lens[li];
+            for (int acc = 0; acc < 2; acc++) {
+                for (size_t i = 0; i < 6 * 16; i++) cp[i] = cs[i] = (float)i * 0.25f;
+                P->tile_bf16(panel, nk, M, xs, cp, 16, acc);
+                for (size_t m = 0; m < M; m++) {
+                    for (size_t r = 0; r < 16; r++) {
+                        float ch[2] = {0, 0};
+                        double d = 0, mag = 0;
+                        for (size_t p = 0; p < nk / 2; p++) {
+                            for (int j = 1; j >= 0; j--) {
+                                float w = moeq__bits_f32((uint32_t)panel[p * 32 + 2 * r + j] << 16);
+                                float v = moeq__bits_f32((uint32_t)x[m][2 * p + j] << 16);
+                                ch[p % 2] = ch[p % 2] + w * v; /* exact product, one rounding */
+                                d += (double)w * v;
+                                mag += fabs((double)w * v);
+                            }
+                        }
+                        float base = acc ? (float)(m * 16 + r) * 0.25f : 0.0f;
+                        float want = acc ? base + (ch[0] + ch[1]) : ch[0] + ch[1];
+                        ck_assert_uint_eq(bits(cp[m * 16 + r]), bits(want));
+                        ck_assert(fabs(cp[m * 16 + r] - base - d) <= 1e-6 * mag + 1e-6 * fabs(base));
+                    }
+                }
+                if (S) {
+                    S->tile_bf16(panel, nk, M, xs, cs, 16, acc);
+                    ck_assert_msg(memcmp(cp, cs, sizeof cp) == 0,
+                                  "%s tile_bf16 M=%zu len %zu acc %d", S->name, M, nk, acc);
                 }
             }
         }
@@ -617,6 +700,22 @@ START_TEST(test_activation_kernels) {
                                   (double)sc, (double)a[i], i, n);
                 }
             }
+            /* FP8 codes as bfloat16: equal, and value * s is what qdq_fp8 gives */
+            for (int sat = 0; sat < 2; sat++) {
+                static uint16_t hp[2048], hs[2048];
+                const float sc = sat ? sf * 0.01f : sf;
+                P->q_fp8_bf16(x, n, sc, hp);
+                S->q_fp8_bf16(x, n, sc, hs);
+                ck_assert_msg(memcmp(hp, hs, n * sizeof(uint16_t)) == 0,
+                              "q_fp8_bf16 differs (n %zu)", n);
+                P->qdq_fp8(x, n, sc, a);
+                for (size_t i = 0; i < n; i++) {
+                    const float v = moeq__bits_f32((uint32_t)hp[i] << 16);
+                    ck_assert_msg(fabsf(v) <= 448.0f && bits(v * sc) == bits(a[i]),
+                                  "q_fp8_bf16 code %a * %a != qdq %a (element %zu of %zu)",
+                                  (double)v, (double)sc, (double)a[i], i, n);
+                }
+            }
             if (n % 16 == 0) {
                 float gsc = (float)(ldexp(1.0, (int)(rnd() % 20)) * (0.5 + uni()));
                 P->qdq_nvfp4(x, n, gsc, a);
@@ -706,6 +805,7 @@ static Suite *simd_suite(void) {
         tcase_add_loop_test(tc, test_packed_kernels, 0, (int)(sizeof k_kinds / sizeof k_kinds[0]));
         tcase_add_test(tc, test_not_packed);
         tcase_add_test(tc, test_tile);
+        tcase_add_test(tc, test_tile_bf16);
         tcase_add_test(tc, test_fdot);
         tcase_add_test(tc, test_activation_kernels);
         tcase_add_test(tc, test_elementwise_kernels);

@@ -88,6 +88,35 @@ static void tile(const float *P, size_t nk, size_t M, const float *const *x, flo
     }
 }
 
+static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb) {
+    for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+        for (size_t k = k0; k < k0 + nk; k++) {
+            const float kv = moeq__pk_kv(pk, blk * MOEQ__PK_ROWS + r, k);
+            Pb[((k - k0) / 2) * 32 + 2 * r + (k - k0) % 2] = (uint16_t)(moeq__f32_bits(kv) >> 16);
+        }
+    }
+}
+
+static float bf16_val(uint16_t h) {
+    return moeq__bits_f32((uint32_t)h << 16);
+}
+
+static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *const *x, float *C,
+                      size_t ldc, int accumulate) {
+    for (size_t m = 0; m < M; m++) {
+        for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+            float ch[2] = {0.0f, 0.0f}; /* even and odd pairs */
+            for (size_t p = 0; p < nk / 2; p++) {
+                const uint16_t *w = Pb + p * 32 + 2 * r;
+                ch[p % 2] = fmaf(bf16_val(w[1]), bf16_val(x[m][2 * p + 1]), ch[p % 2]);
+                ch[p % 2] = fmaf(bf16_val(w[0]), bf16_val(x[m][2 * p]), ch[p % 2]);
+            }
+            const float S = ch[0] + ch[1];
+            C[m * ldc + r] = accumulate ? C[m * ldc + r] + S : S;
+        }
+    }
+}
+
 static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
                  const int16_t *const *x, int32_t *C, size_t ldc, int accumulate) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
@@ -163,6 +192,17 @@ static void q_int8(const float *x, size_t n, float s, int16_t *q) {
     }
 }
 
+static void q_fp8_bf16(const float *x, size_t n, float s, uint16_t *b) {
+    uint8_t q[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        const size_t len = n - i < CHUNK ? n - i : CHUNK;
+        moeq__actq_fp8_static_ref(x + i, len, s, q);
+        for (size_t j = 0; j < len; j++) {
+            b[i + j] = (uint16_t)(moeq__f32_bits(moeq__e4m3_to_f32(q[j])) >> 16);
+        }
+    }
+}
+
 static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, int16_t *sum12) {
     uint8_t packed[CHUNK / 2], sf[CHUNK / 16];
     float e2m1[CHUNK];
@@ -230,11 +270,14 @@ const moeq__kern moeq__kern_portable = {
     .gemv = gemv,
     .i4_prep = i4_prep,
     .tile = tile,
+    .panel_bf16 = panel_bf16,
+    .tile_bf16 = tile_bf16,
     .idot = idot,
     .iscale = iscale,
     .fdot = fdot,
     .q_nvfp4 = q_nvfp4,
     .q_int8 = q_int8,
+    .q_fp8_bf16 = q_fp8_bf16,
     .amax = amax,
     .qdq_int8 = qdq_int8,
     .qdq_fp8 = qdq_fp8,

@@ -700,6 +700,70 @@ static void tile(const float *P, size_t nk, size_t M, const float *const *x, flo
     }
 }
 
+/* ---- the bfloat16 pair path: FP8 activation codes on E4M3 weights ------------------ */
+
+/* Two columns k, k + 1 of E4M3 codes decoded as the panel does (F16C), each
+ * row's pair of float32 cut to its top halves (exact for these values) and
+ * put side by side: the even column low, the odd one high. */
+static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb) {
+    if (pk->code != MOEQ__PK_E4M3) {
+        moeq__kern_portable.panel_bf16(pk, blk, k0, nk, Pb);
+        return;
+    }
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    for (size_t k = k0; k < k0 + nk; k += 2) {
+        if (k % 4 == 0) PF_AT(bc, k + nk, MOEQ__PK_E4M3); /* the next panel's codes */
+        __m256 a0, a1, b0, b1;
+        BYTE_COL(bc + k * MOEQ__PK_ROWS, MOEQ__PK_E4M3, a0, a1);
+        BYTE_COL(bc + (k + 1) * MOEQ__PK_ROWS, MOEQ__PK_E4M3, b0, b1);
+        uint16_t *o = Pb + ((k - k0) / 2) * 32;
+        _mm256_storeu_si256((__m256i *)(void *)o,
+                            _mm256_blend_epi16(_mm256_srli_epi32(_mm256_castps_si256(a0), 16),
+                                               _mm256_castps_si256(b0), 0xAA));
+        _mm256_storeu_si256((__m256i *)(void *)(o + 16),
+                            _mm256_blend_epi16(_mm256_srli_epi32(_mm256_castps_si256(a1), 16),
+                                               _mm256_castps_si256(b1), 0xAA));
+    }
+}
+
+/* One or two (M) tokens of tile_bf16: for each, rows 0-7 and 8-15 in an even
+ * and an odd chain (8 accumulators), two fused multiply-adds per pair of
+ * exact products, odd column first, as vdpbf16ps adds them. */
+AI void tile_bf16_impl(const uint16_t *Pb, size_t nk, const uint16_t *const *x, float *C,
+                       size_t ldc, int accumulate, const int M) {
+    const __m256 z = _mm256_setzero_ps();
+    __m256 e00 = z, e01 = z, o00 = z, o01 = z, e10 = z, e11 = z, o10 = z, o11 = z;
+    const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+    const uint16_t *x0 = x[0], *x1 = M > 1 ? x[1] : x0;
+#define XPAIR(xp, p, xo, xe)                                                                           uint32_t pr_;                                                                                      memcpy(&pr_, (xp) + 2 * (p), sizeof pr_);                                                          const __m256 xo = _mm256_set1_ps(moeq__bits_f32(pr_ & 0xFFFF0000u));                               const __m256 xe = _mm256_set1_ps(moeq__bits_f32(pr_ << 16))
+#define PAIR(p, c0a, c0b, c1a, c1b)                                                                    do {                                                                                                   const __m256i w0_ = _mm256_loadu_si256((const __m256i *)(const void *)(Pb + (p)*32));              const __m256i w1_ = _mm256_loadu_si256((const __m256i *)(const void *)(Pb + (p)*32 + 16));         const __m256 wo0_ = _mm256_castsi256_ps(_mm256_and_si256(w0_, hi));                               const __m256 we0_ = _mm256_castsi256_ps(_mm256_slli_epi32(w0_, 16));                               const __m256 wo1_ = _mm256_castsi256_ps(_mm256_and_si256(w1_, hi));                               const __m256 we1_ = _mm256_castsi256_ps(_mm256_slli_epi32(w1_, 16));                               {                                                                                                      XPAIR(x0, p, xo_, xe_);                                                                            c0a = _mm256_fmadd_ps(we0_, xe_, _mm256_fmadd_ps(wo0_, xo_, c0a));                                 c0b = _mm256_fmadd_ps(we1_, xe_, _mm256_fmadd_ps(wo1_, xo_, c0b));                             }                                                                                                  if (M > 1) {                                                                                           XPAIR(x1, p, xo_, xe_);                                                                            c1a = _mm256_fmadd_ps(we0_, xe_, _mm256_fmadd_ps(wo0_, xo_, c1a));                                 c1b = _mm256_fmadd_ps(we1_, xe_, _mm256_fmadd_ps(wo1_, xo_, c1b));                             }                                                                                              } while (0)
+    for (size_t p = 0; p < nk / 2; p += 2) {
+        PAIR(p, e00, e01, e10, e11);
+        PAIR(p + 1, o00, o01, o10, o11);
+    }
+#undef PAIR
+#undef XPAIR
+    for (int m = 0; m < M; m++) {
+        __m256 sa = m ? _mm256_add_ps(e10, o10) : _mm256_add_ps(e00, o00);
+        __m256 sb = m ? _mm256_add_ps(e11, o11) : _mm256_add_ps(e01, o01);
+        float *c = C + (size_t)m * ldc;
+        if (accumulate) {
+            sa = _mm256_add_ps(_mm256_loadu_ps(c), sa);
+            sb = _mm256_add_ps(_mm256_loadu_ps(c + 8), sb);
+        }
+        _mm256_storeu_ps(c, sa);
+        _mm256_storeu_ps(c + 8, sb);
+    }
+}
+
+/* Tokens two at a time (16 ymm registers do not hold six tokens' chains). */
+static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *const *x, float *C,
+                      size_t ldc, int accumulate) {
+    size_t m = 0;
+    for (; m + 2 <= M; m += 2) tile_bf16_impl(Pb, nk, x + m, C + m * ldc, ldc, accumulate, 2);
+    if (m < M) tile_bf16_impl(Pb, nk, x + m, C + m * ldc, ldc, accumulate, 1);
+}
+
 /* ---- idot: int8 codes times int8 activation codes, exact int32 sums ----------------- */
 
 /* Two columns of a block (16 rows each) interleaved into int16 pairs, rows
@@ -1004,15 +1068,34 @@ AI __m256 e4m3_round_mag(__m256 a) {
     return _mm256_blendv_ps(_mm256_castsi256_ps(rn), rs, small);
 }
 
-/* fp8: e4m3(clamp(x / s, +-448)) * s; NaN -> +0; the sign of zero kept. */
-AI __m256 qdq_fp8_v(__m256 x, __m256 s) {
+/* fp8: the value of the code e4m3(clamp(x / s, +-448)); NaN -> +0; the sign
+ * of zero kept. */
+AI __m256 fp8_code_v(__m256 x, __m256 s) {
     const __m256 v = _mm256_div_ps(x, s);
     const __m256 ord = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
     const __m256 c =
         _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-448.0f)), _mm256_set1_ps(448.0f));
     const __m256 sign = _mm256_and_ps(c, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)));
     const __m256 q = _mm256_or_ps(e4m3_round_mag(absps(c)), sign);
-    return _mm256_mul_ps(_mm256_and_ps(q, ord), s); /* NaN -> code 0 (then times s) */
+    return _mm256_and_ps(q, ord); /* NaN -> code 0 */
+}
+
+/* fp8: the code's value times s */
+AI __m256 qdq_fp8_v(__m256 x, __m256 s) {
+    return _mm256_mul_ps(fp8_code_v(x, s), s);
+}
+
+static void q_fp8_bf16(const float *x, size_t n, float s, uint16_t *b) {
+    const __m256 sv = _mm256_set1_ps(s);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        /* an E4M3 value's float32 has 16 zero low bits: its top half is its bfloat16 */
+        const __m256i h = _mm256_srli_epi32(
+            _mm256_castps_si256(fp8_code_v(_mm256_loadu_ps(x + i), sv)), 16);
+        _mm_storeu_si128((__m128i *)(void *)(b + i),
+                         _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+    }
+    if (i < n) moeq__kern_portable.q_fp8_bf16(x + i, n - i, s, b + i);
 }
 
 static void qdq_fp8(const float *x, size_t n, float s, float *out) {
@@ -1219,11 +1302,14 @@ const moeq__kern moeq__kern_avx2 = {
     .gemv = gemv,
     .i4_prep = i4_prep,
     .tile = tile,
+    .panel_bf16 = panel_bf16,
+    .tile_bf16 = tile_bf16,
     .idot = idot,
     .iscale = iscale,
     .fdot = fdot,
     .q_nvfp4 = q_nvfp4,
     .q_int8 = q_int8,
+    .q_fp8_bf16 = q_fp8_bf16,
     .amax = amax,
     .qdq_int8 = qdq_int8,
     .qdq_fp8 = qdq_fp8,

@@ -448,9 +448,56 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
     }
 }
 
+/* ---- tile_bf16 -------------------------------------------------------------------- */
+
+/* vdpbf16ps adds, per 32-bit lane, the products of the two bfloat16 pairs,
+ * odd element first, each sum rounded to nearest (denormal inputs and results
+ * flushed: none occur here, every term being a multiple of 2^-26): the
+ * definition of tile_bf16 (kernels.h), one instruction for 16 rows x 2 columns.
+ * It needs AVX512_BF16 (Zen 4, Cooper Lake, Sapphire Rapids; not Ice Lake):
+ * only this function is compiled for it, and cpu.c says whether it runs. */
+#define BF16_FN __attribute__((target("avx512bf16")))
+
+BF16_FN AI void tile_bf16_z(const uint16_t *Pb, size_t nk, const uint16_t *const *x, float *C,
+                            size_t ldc, int accumulate, const int M) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 e0 = z, e1 = z, e2 = z, e3 = z, e4 = z, e5 = z, o0 = z, o1 = z, o2 = z, o3 = z, o4 = z,
+           o5 = z;
+    const uint16_t *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
+                   *x3 = M > 3 ? x[3] : x0, *x4 = M > 4 ? x[4] : x0, *x5 = M > 5 ? x[5] : x0;
+    for (size_t p = 0; p < nk / 2; p += 2) {
+        const __m512bh we = (__m512bh)_mm512_loadu_si512(Pb + p * 32);
+        const __m512bh wo = (__m512bh)_mm512_loadu_si512(Pb + p * 32 + 32);
+#define DP(a, xp, q, w)                                                                                do {                                                                                                   int32_t pr_;                                                                                       memcpy(&pr_, (xp) + 2 * (p + (q)), sizeof pr_);                                                    a = _mm512_dpbf16_ps(a, w, (__m512bh)_mm512_set1_epi32(pr_));                                  } while (0)
+#define ROW(m)                                                                                         if (M > m) {                                                                                           DP(e##m, x##m, 0, we);                                                                             DP(o##m, x##m, 1, wo);                                                                         }
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+#undef DP
+    }
+    const __m512 S[6] = {_mm512_add_ps(e0, o0), _mm512_add_ps(e1, o1), _mm512_add_ps(e2, o2),
+                         _mm512_add_ps(e3, o3), _mm512_add_ps(e4, o4), _mm512_add_ps(e5, o5)};
+    for (int m = 0; m < M; m++) {
+        float *c = C + (size_t)m * ldc;
+        _mm512_storeu_ps(c, accumulate ? _mm512_add_ps(_mm512_loadu_ps(c), S[m]) : S[m]);
+    }
+}
+
+BF16_FN static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *const *x,
+                              float *C, size_t ldc, int accumulate) {
+    switch (M) {
+        case 1: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 1); break;
+        case 2: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 2); break;
+        case 3: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 3); break;
+        case 4: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 4); break;
+        case 5: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 5); break;
+        default: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 6); break;
+    }
+}
+
 void moeq__kern_avx512_fill(moeq__kern *t) {
     t->name = "avx512";
     t->panel = panel;
     t->gemv = gemv;
     t->idot = idot;
+    if (moeq__cpu_avx512bf16()) t->tile_bf16 = tile_bf16; /* else the AVX2 one, same bits */
 }

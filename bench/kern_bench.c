@@ -1,7 +1,8 @@
 /*
  * kern_bench.c - throughput of the fast kernels alone, one thread: gemv
- * (M = 1..4 tokens), panel decode and the f32 tile, for each code kind, on
- * a weight that stays in L2 ("hot") and on one far above L3 ("cold"), with
+ * (M = 1..4 tokens), panel decode and the f32 tile (and the FP8 path's
+ * tile_bf16), for each code kind, on a weight that stays in L2 ("hot") and
+ * on one far above L3 ("cold"), with
  * the cold weight's read rate by loads alone next to gemv's; the panel and
  * tile steps in situ (32 tokens) for int4 and E4M3 codes.  With the avx512
  * table, panel, gemv and idot also run for the AVX2 table in the same loops.
@@ -261,6 +262,25 @@ int main(int argc, char **argv) {
             best = dt < best ? dt : best;
         }
         printf("tile M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * M * 256 * 16 / best / 1e9);
+    }
+    /* tile_bf16 (the FP8 path): the same panel as bfloat16 pairs, bfloat16 codes */
+    {
+        static uint16_t Pb[256 * 16], xbr[6][256];
+        for (size_t i = 0; i < 256 * 16; i++) Pb[i] = (uint16_t)(0x3C00u + rnd() % 0x400u);
+        for (size_t m = 0; m < 6; m++) {
+            for (size_t k = 0; k < 256; k++) xbr[m][k] = (uint16_t)(0x3E00u + rnd() % 0x200u);
+        }
+        const uint16_t *xb[6] = {xbr[0], xbr[1], xbr[2], xbr[3], xbr[4], xbr[5]};
+        for (size_t M = 1; M <= 6; M++) {
+            double best = 1e300;
+            for (int r = 0; r < 2000; r++) {
+                double t0 = bench_now();
+                for (int i = 0; i < 16; i++) K->tile_bf16(Pb, 256, M, xb, y, 16, i > 0);
+                double dt = bench_now() - t0;
+                best = dt < best ? dt : best;
+            }
+            printf("tile_bf16 M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * M * 256 * 16 / best / 1e9);
+        }
     }
     /* in situ: 32 tokens, 48 blocks of 16 rows x 2048 (an expert's gate), panels of 256;
      * int4 groups of 128 (wna16) and E4M3 channel scales (w8a8_fp8) */

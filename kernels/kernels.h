@@ -522,16 +522,18 @@ typedef struct moeq__kern {
      * each element one fused multiply-add chain in k order; M <= 6. */
     void (*tile)(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
                  int accumulate);
-    /* FP8 activation codes on E4M3 weights (W8A8-FP8 with one activation
-     * scale per row), as bfloat16 pairs: every E4M3 value (and so every kernel
-     * value kv = value * 2^-8) is a bfloat16, and the product of two is exact
-     * in float32.  panel_bf16 (E4M3 codes only): for k in [k0, k0 + nk),
+    /* Products of bfloat16 inputs (FP8 activation codes, or bf16 inputs of
+     * weight-only layers) and code values, exact in float32: every packed
+     * code value kv is a bfloat16 (integers up to 8 bits, E2M1 and NIB
+     * tables, E4M3 * 2^-8).  panel_bf16: for k in [k0, k0 + nk),
      * Pb[((k - k0) / 2) * 32 + 2 r + k % 2] = bfloat16 of kv(blk*16 + r, k);
      * k0, nk multiples of 8.  Exact. */
     void (*panel_bf16)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb);
     /* C[m*ldc + r] = (accumulate ? C + S : S) for m < M <= 6, r < 16, where,
      * with w the bfloat16 panel above (nk columns, a multiple of 4) and x[m] a
-     * row of bfloat16 codes: the column pairs p = 0 .. nk/2 - 1 go into two
+     * row of bfloat16 values (none subnormal, and every sum a multiple of a
+     * power of two no smaller than 2^-126, so that no sum is subnormal
+     * either: vdpbf16ps would flush it): the column pairs p = 0 .. nk/2 - 1 go into two
      * float32 chains, e (even p) and o (odd p), each pair adding
      * w(2p+1) * x(2p+1) and then w(2p) * x(2p) (each product exact, each
      * sum rounded: what vdpbf16ps does per lane), and S = e + o.

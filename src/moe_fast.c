@@ -31,10 +31,12 @@
  * item); for more rows, the weights of a 16 x KB panel are
  * dequantized to f32 once and the tile kernel runs up to 6 rows at a time
  * over it; projections that could not be packed are dequantized by
- * moeq__dequant_ref into the same panels.  FP8 activations on E4M3 codes
- * with more rows than the gemv takes (fp8b) multiply codes by codes instead:
- * the panel holds the codes as bfloat16 pairs and tile_bf16 sums exact
- * products (vdpbf16ps where the CPU has it), scaled per group afterwards.
+ * moeq__dequant_ref into the same panels.  Where the inputs are bfloat16
+ * values (bx: FP8 activation codes on E4M3 weights, or the bf16 input of a
+ * weight-only layer in gemm1) and an expert has more rows than the gemv
+ * takes, the panel holds the weight codes as bfloat16 pairs instead and
+ * tile_bf16 sums exact products (vdpbf16ps where the CPU has it), scaled per
+ * group afterwards.
  * The int8 and NVFP4 activation paths are proj_block_int and proj_block_fp4.
  */
 #include "moe.h"
@@ -94,7 +96,9 @@ typedef struct fast {
     int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
     bool fp8b;           /* FP8 activations (per token, tensor, static or group), an expert
                             with more than MOEQ__GEMV_MAX rows: E4M3 blocks take tile_bf16 */
-    uint16_t *xb, *ab;   /* fp8b: the codes of xf and of A as bfloat16, where xq and aq go */
+    bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or a weight-only layer's
+                            bf16 input (then every packed block takes tile_bf16 in gemm1) */
+    uint16_t *xb, *ab;   /* bx, fp8b: the codes of xf and of A as bfloat16, where xq, aq go */
     float *xs, *as;      /* int8, fp8b: their scales, [T][nxs] and [rows][nas] */
     size_t nxs, nas;     /* scales per row: 1, or per group (FP8_GROUP) H / group, I / group */
     bool fp4;            /* l->fp4_dot: NVFP4 activations as codes, fdot */
@@ -370,23 +374,58 @@ static const float *const *gemv_rows(const fast *f, const tscratch *t, const moe
     return out;
 }
 
-/* Whether the fp8b block serves pj: packed E4M3 codes, and per-group
- * activation scales on the weight's own groups. */
-static bool bf16_block(const fast *f, const moeq__proj *pj) {
-    return f->fp8b && pj->w.kind == MOEQ__QW_PACKED && pj->pk.code == MOEQ__PK_E4M3 &&
+/* Scale groups narrower than this keep the float path: each group's sums
+ * need their own tile_bf16 calls and scaling, and with groups of 32 columns
+ * (w4a16_mxfp4, T=512, calls alternating) the layer took 1.04-1.05x the
+ * float path's time, against 0.79x for groups of 128 (wna16). */
+#define BF16_MIN_GROUP 128
+
+/* Whether the bfloat16 block serves pj, given bfloat16 rows (codes): packed
+ * codes in groups of at least BF16_MIN_GROUP columns (or one group), any
+ * kind for a weight-only layer (every packed code value is a bfloat16),
+ * E4M3 ones for FP8 activations, with per-group activation scales only on
+ * the weight's own groups. */
+static bool bf16_block(const fast *f, const moeq__proj *pj, bool codes) {
+    if (!codes || pj->w.kind != MOEQ__QW_PACKED) return false;
+    if (pj->pk.groups > 1 && pj->pk.gsize < BF16_MIN_GROUP) return false;
+    if (!f->fp8b) return true;
+    return pj->pk.code == MOEQ__PK_E4M3 &&
            (f->l->act_kind != MOEQ__ACT_FP8_GROUP || (size_t)f->l->act_group == pj->pk.gsize);
 }
 
-/* The fp8b block (E4M3 weights, FP8 activation codes, more than
- * MOEQ__GEMV_MAX rows): with S(m, r, g) a scale group's sum of code products
+/* A weight-only layer's bf16 input row as tile_bf16 reads it: the same
+ * values, but magnitudes below 2^-100 as +0 (then every product of a code
+ * value, a multiple of 2^-17, and an input is a multiple of 2^-124, and no
+ * sum is subnormal: vdpbf16ps flushes subnormals, the FMAs of the other
+ * tables would not), and a bad row all zeros (its output is NaN anyway). */
+static void bf16_input_row(const uint16_t *src, size_t n, bool bad, uint16_t *dst) {
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t u = src[i];
+        dst[i] = bad || (u & 0x7FFFu) < 0x0D80u ? 0 : u; /* 0x0D80: 2^-100 */
+    }
+}
+
+/* c[r] = (first ? 0 : c[r]) + (s[r] * ks[r]) * xs for r < 16 (xs = 1 is exact);
+ * restrict lets the compiler vectorize it without alias checks. */
+static void group_term(float *restrict c, const float *restrict s, const float *restrict ks,
+                       float xs, bool first) {
+    if (first) {
+        for (size_t r = 0; r < 16; r++) c[r] = s[r] * ks[r] * xs;
+    } else {
+        for (size_t r = 0; r < 16; r++) c[r] = c[r] + s[r] * ks[r] * xs;
+    }
+}
+
+/* The bfloat16 block (more than MOEQ__GEMV_MAX rows, bf16_block): with
+ * S(m, r, g) a scale group's sum of products of code values and inputs
  * (exact products summed in float32 by tile_bf16 over bfloat16 panels of up
- * to KB columns), C[m*16 + r] = xs[m] * sum_g ks(r, g) * S(m, r, g), or with
- * per-group activation scales sum_g (ks(r, g) * S(m, r, g)) * xs[m][g]: the
- * groups' terms added in group order (products, then a sum), as the int8
- * path does.  A token's result does not depend on M. */
+ * to KB columns), C[m*16 + r] = sum_g ks(r, g) * S(m, r, g), the groups'
+ * terms added in group order (products, then a sum), as the int8 path does;
+ * for FP8 activations times xs[m] at the end, or with per-group activation
+ * scales each term times xs[m][g].  A token's result does not depend on M. */
 static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b,
                             size_t M, float *C) {
-    const bool grouped = f->l->act_kind == MOEQ__ACT_FP8_GROUP;
+    const bool grouped = f->fp8b && f->l->act_kind == MOEQ__ACT_FP8_GROUP;
     const moeq__packed *pk = &pj->pk;
     uint16_t *Pb = (uint16_t *)(void *)t->P; /* KB x 16 bfloat16: half of P */
     float *S = pk->groups > 1 ? t->Sg : C;
@@ -405,24 +444,22 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
                 m0 += mt;
             }
         }
-        for (size_t r = 0; r < 16; r++) {
-            const float ks = moeq__pk_ks(pk, b * 16 + r, g);
-            for (size_t m = 0; m < M; m++) {
-                float v = S[m * 16 + r] * ks;
-                if (grouped) v = v * t->xbs[m][g];
-                C[m * 16 + r] = g == 0 ? v : C[m * 16 + r] + v;
-            }
+        float ks[16];
+        for (size_t r = 0; r < 16; r++) ks[r] = moeq__pk_ks(pk, b * 16 + r, g);
+        for (size_t m = 0; m < M; m++) {
+            group_term(C + m * 16, S + m * 16, ks, grouped ? t->xbs[m][g] : 1.0f, g == 0);
         }
     }
-    for (size_t m = 0; m < M && !grouped; m++) {
+    for (size_t m = 0; m < M && f->fp8b && !grouped; m++) {
         for (size_t r = 0; r < 16; r++) C[m * 16 + r] *= t->xbs[m][0];
     }
 }
 
 /* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything);
- * xg: the rows for the gemv kernel (gemv_rows). */
+ * xg: the rows for the gemv kernel (gemv_rows); codes: t->xb holds the rows
+ * as bfloat16 too. */
 static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t M,
-                       const float *const *xr, const float *const *xg, float *C) {
+                       const float *const *xr, const float *const *xg, float *C, bool codes) {
     const moeq__kern *K = f->K;
     const moeq__qweight *w = &pj->w;
     const size_t cols = w->cols;
@@ -430,7 +467,7 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
         K->gemv(&pj->pk, b, M, xg, C, 16);
         return;
     }
-    if (bf16_block(f, pj)) {
+    if (bf16_block(f, pj, codes)) {
         proj_block_bf16(f, t, pj, b, M, C);
         return;
     }
@@ -531,6 +568,9 @@ static void step_tokens(void *arg, int tid, int nt) {
             if (f->fp8b && f->bad[tok]) {
                 code_row_fp8(f, row, f->H, 0, 0, f->xb + tok * f->H, f->xs + tok * f->nxs, true);
             }
+            if (f->bx && !f->fp8b && f->used[tok]) {
+                bf16_input_row(src, f->H, f->bad[tok], f->xb + tok * f->H);
+            }
             if (!f->used[tok] || f->bad[tok]) continue; /* a bad token's output is NaN */
             if (l->cfg.apply_router_weight_on_input) {  /* top_k == 1 */
                 float s = io->weights[tok];
@@ -603,7 +643,7 @@ static void block_out(const fast *f, const tscratch *t, const moeq__proj *pj, si
     } else if (f->fp4) {
         proj_block_fp4(f, pj, b, M, t->f4, C);
     } else {
-        proj_block(f, t, pj, b, M, t->xr, xg, C);
+        proj_block(f, t, pj, b, M, t->xr, xg, C, f->bx);
     }
 }
 
@@ -618,9 +658,9 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
             t->xc[m] = f->xq + tok * f->H;
             t->xsc[m] = f->xs[tok];
         }
-        if (f->fp8b) {
+        if (f->bx) {
             t->xb[m] = f->xb + tok * f->H;
-            t->xbs[m] = f->xs + tok * f->nxs;
+            t->xbs[m] = f->fp8b ? f->xs + tok * f->nxs : NULL;
         }
         if (f->fp4) t->f4[m] = fp4_row(f->x4v, f->x4s, f->x4u, f->H, r);
     }
@@ -710,7 +750,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
         } else if (f->fp4) {
             proj_block_fp4(f, pd, (size_t)b, M, t->f4, t->Cg);
         } else {
-            proj_block(f, t, pd, (size_t)b, M, t->xr, xg, t->Cg);
+            proj_block(f, t, pd, (size_t)b, M, t->xr, xg, t->Cg, f->fp8b);
         }
         size_t h0 = (size_t)b * 16, nh = f->H - h0 < 16 ? f->H - h0 : 16;
         for (size_t m = 0; m < M; m++) {
@@ -978,6 +1018,9 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && f.mmax > MOEQ__GEMV_MAX &&
              (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
               l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
+    f.bx = f.fp8b || (!f.int8 && !f.fp4 && !f.per_row_x && f.mmax > MOEQ__GEMV_MAX &&
+                      l->act_kind == MOEQ__ACT_NONE && io->x_dtype == MOEQ_DTYPE_BF16 &&
+                      !c->apply_router_weight_on_input);
     f.nxs = f.nas = 1;
     if (f.fp8b && l->act_kind == MOEQ__ACT_FP8_GROUP) {
         const size_t gs = (size_t)l->act_group;
@@ -989,10 +1032,10 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     size_t at_xf = head, at_x = at_xf + up64(f.T * f.H * 4);
     size_t at_a = at_x + (f.per_row_x && !f.fp4 ? up64(f.rows * f.H * 4) : 0);
     size_t at_y = at_a + up64(f.rows * f.I * 4);
-    size_t at_q = at_y + up64(f.rows * f.H * 4); /* int8: xq, aq, xs, as (fp8b: xb, ab, ...) */
-    size_t q_bytes = f.int8 || f.fp8b ? up64(f.T * f.H * 2) + up64(f.rows * f.I * 2) +
-                                            up64(f.T * f.nxs * 4) + up64(f.rows * f.nas * 4)
-                                      : 0;
+    size_t at_q = at_y + up64(f.rows * f.H * 4); /* int8: xq, xs, aq, as (bx: xb, ...) */
+    const bool a_codes = f.int8 || f.fp8b;
+    size_t q_bytes = f.int8 || f.bx ? up64(f.T * f.H * 2) + up64(f.T * f.nxs * 4) : 0;
+    if (a_codes) q_bytes += up64(f.rows * f.I * 2) + up64(f.rows * f.nas * 4);
     size_t at_q4 = at_q + q_bytes; /* fp4: x4v, a4v, x4s, a4s, x4u, a4u */
     if (f.fp4) {
         q_bytes += up64(f.rows * f.H) + up64(f.rows * f.I) + up64(f.rows * f.H / 16 * 4) +
@@ -1011,17 +1054,19 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         f.X = f.per_row_x && !f.fp4 ? (float *)(void *)(base + at_x) : NULL;
         f.A = (float *)(void *)(base + at_a);
         f.Y = (float *)(void *)(base + at_y);
-        if (f.int8 || f.fp8b) {
+        if (f.int8 || f.bx) { /* xq or xb, xs, then aq or ab, as */
             uint8_t *q = base + at_q;
             if (f.int8) f.xq = (int16_t *)(void *)q;
-            if (f.fp8b) f.xb = (uint16_t *)(void *)q;
+            if (f.bx) f.xb = (uint16_t *)(void *)q;
             q += up64(f.T * f.H * 2);
-            if (f.int8) f.aq = (int16_t *)(void *)q;
-            if (f.fp8b) f.ab = (uint16_t *)(void *)q;
-            q += up64(f.rows * f.I * 2);
             f.xs = (float *)(void *)q;
             q += up64(f.T * f.nxs * 4);
-            f.as = (float *)(void *)q;
+            if (a_codes) {
+                if (f.int8) f.aq = (int16_t *)(void *)q;
+                if (f.fp8b) f.ab = (uint16_t *)(void *)q;
+                q += up64(f.rows * f.I * 2);
+                f.as = (float *)(void *)q;
+            }
         }
         if (f.fp4) {
             uint8_t *q = base + at_q4;

@@ -10,6 +10,7 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 START_TEST(test_every_scheme_matches_reference) {
     const int32_t scheme = _i;
@@ -55,18 +56,34 @@ END_TEST
 
 /* MOEQ_KERNELS picks the table a context runs (moeq_ctx_kernels says which,
  * a table the CPU lacks giving the best one below it); the avx2 and avx512
- * tables give the same bits for every scheme, with enough tokens that
- * experts get rows for the gemv, tile and idot paths alike.  (The portable
- * table's silu_mul uses expf, so its outputs are not compared bit for bit.) */
-START_TEST(test_kernel_tables_agree) {
-    const int32_t scheme = _i;
-    enum { E = 5, H = 64, I = 32, T = 24, K = 2 };
+ * tables give the same bits, with enough tokens that experts get rows for
+ * the gemv, tile and idot paths alike, with float32 inputs and with bf16
+ * ones (which weight-only layers multiply as bfloat16, tiny values
+ * included), and every table is within float32 sums of the float64
+ * reference.  (The portable table's silu_mul uses expf, so its outputs are
+ * not compared bit for bit.) */
+static void tables_agree(const moeq_test_scheme_args *a, int32_t scheme, int32_t H, int32_t I,
+                         bool bf16_in, uint32_t seed) {
+    enum { E = 5, T = 24, K = 2 };
     moeq_test_layer tl;
-    moeq_test_layer_make(&tl, &k_test_schemes[scheme], E, H, I, 7u + (uint32_t)scheme);
-    float x[T * H], w[T * K], out[3][T * H];
+    moeq_test_layer_make(&tl, a, E, H, I, 7u + seed);
+    ck_assert_int_eq(moeq_moe_scheme(tl.layer), scheme);
+    float *x = malloc(sizeof(float) * T * H), *out[3];
+    for (int i = 0; i < 3; i++) out[i] = malloc(sizeof(float) * T * H);
+    uint16_t *xh = malloc(sizeof(uint16_t) * T * H);
+    double *ref64 = malloc(sizeof(double) * T * H);
+    float w[T * K];
     int32_t ids[T * K];
-    uint32_t r = 5u + (uint32_t)scheme;
+    uint32_t r = 5u + seed;
     for (int i = 0; i < T * H; i++) x[i] = ((float)(moeq_test_rand(&r) % 2001) - 1000.0f) / 500.0f;
+    if (bf16_in) {
+        x[3] = 0x1p-101f; /* below 2^-100: counts as zero where inputs are bfloat16 */
+        x[4] = -0x1p-99f;
+        x[5] = 0x1p-130f; /* subnormal */
+        for (int i = 0; i < T * H; i++) xh[i] = moeq__f32_to_bf16(x[i]);
+    }
+    const void *xin = bf16_in ? (const void *)xh : (const void *)x;
+    const moeq_dtype xdt = bf16_in ? MOEQ_DTYPE_BF16 : MOEQ_DTYPE_F32;
     for (int t = 0; t < T; t++) {
         ids[t * K] = (int32_t)(moeq_test_rand(&r) % E);
         ids[t * K + 1] = (ids[t * K] + 1 + (int32_t)(moeq_test_rand(&r) % (E - 1))) % E;
@@ -82,18 +99,42 @@ START_TEST(test_kernel_tables_agree) {
         ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
         unsetenv("MOEQ_KERNELS");
         ck_assert_str_eq(moeq_ctx_kernels(ctx), names[level <= have ? level : have]);
-        ck_assert_ok(moeq_moe_apply(tl.layer, ctx, MOEQ_DTYPE_F32, x, T, K, ids, w, MOEQ_DTYPE_F32,
+        ck_assert_ok(moeq_moe_apply(tl.layer, ctx, xdt, xin, T, K, ids, w, MOEQ_DTYPE_F32,
                                     out[level], &err),
                      &err);
         moeq_ctx_destroy(ctx);
     }
+    moeq_error rerr;
+    ck_assert_ok(moeq_moe_apply_reference(tl.layer, xdt, xin, T, K, ids, w, ref64, &rerr), &rerr);
+    for (int level = 0; level < 3; level++) {
+        double amax = 0, dmax = 0;
+        for (int i = 0; i < T * H; i++) {
+            amax = fmax(amax, fabs(ref64[i]));
+            dmax = fmax(dmax, fabs((double)out[level][i] - ref64[i]));
+        }
+        ck_assert_msg(amax > 0 && dmax <= 1e-4 * amax + 1e-6,
+                      "%s (H %d, %s in, %s): max |apply - reference| = %g (max |ref| %g)",
+                      moeq_scheme_name(scheme), H, bf16_in ? "bf16" : "f32", names[level], dmax,
+                      amax);
+    }
     if (have >= 2) {
         for (int i = 0; i < T * H; i++) {
             ck_assert_msg(memcmp(&out[1][i], &out[2][i], sizeof(float)) == 0,
-                          "%s: out[%d] avx2 %a, avx512 %a", moeq_scheme_name(scheme), i,
-                          (double)out[1][i], (double)out[2][i]);
+                          "%s (H %d, %s in): out[%d] avx2 %a, avx512 %a", moeq_scheme_name(scheme),
+                          H, bf16_in ? "bf16" : "f32", i, (double)out[1][i], (double)out[2][i]);
         }
-    } else if (scheme == 0) {
+    }
+    free(x);
+    free(xh);
+    free(ref64);
+    for (int i = 0; i < 3; i++) free(out[i]);
+    moeq_test_layer_free(&tl);
+}
+
+START_TEST(test_kernel_tables_agree) {
+    const int32_t scheme = _i / 2;
+    tables_agree(&k_test_schemes[scheme], scheme, 64, 32, _i % 2, (uint32_t)scheme);
+    if (_i == 0 && moeq__cpu_level() < 2) {
         fprintf(stderr, "check_moe_apply: no avx512 table on this CPU; avx2 and avx512 "
                         "outputs not compared\n");
     }
@@ -104,7 +145,38 @@ START_TEST(test_kernel_tables_agree) {
     ck_assert_str_eq(moeq_ctx_kernels(ref), "reference");
     moeq_ctx_destroy(ref);
     ck_assert_ptr_null(moeq_ctx_kernels(NULL));
-    moeq_test_layer_free(&tl);
+}
+END_TEST
+
+/* The bfloat16 tiles take scale groups of 128 columns or more (or one per
+ * row): such layers, wider than the ones above, in every table. */
+START_TEST(test_bf16_tiles_tables_agree) {
+    static const struct {
+        moeq_test_scheme_args a;
+        int32_t scheme;
+    } cases[] = {
+        {{"{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized", 0, 0},
+         MOEQ_SCHEME_WNA16},
+        {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}", "null",
+          "float-quantized", 0, 0},
+         MOEQ_SCHEME_W8A16_FP8},
+        {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
+          "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
+          "float-quantized", 0, 0},
+         MOEQ_SCHEME_W8A8_FP8},
+        {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
+          "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\",\"dynamic\":true}",
+          "float-quantized", 0, 0},
+         MOEQ_SCHEME_W8A8_FP8},
+        {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"block\",\"block_structure\":[128,"
+          "128]}",
+          "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,"
+          "\"dynamic\":true}",
+          "float-quantized", 0, 0},
+         MOEQ_SCHEME_W8A8_FP8},
+    };
+    const int c = _i / 2;
+    tables_agree(&cases[c].a, cases[c].scheme, 256, 128, _i % 2, 100u + (uint32_t)_i);
 }
 END_TEST
 
@@ -112,7 +184,8 @@ static Suite *moe_apply_suite(void) {
     Suite *s = suite_create("moe_apply");
     TCase *tc = tcase_create("schemes");
     tcase_add_loop_test(tc, test_every_scheme_matches_reference, 0, MOEQ_SCHEME_COUNT);
-    tcase_add_loop_test(tc, test_kernel_tables_agree, 0, MOEQ_SCHEME_COUNT);
+    tcase_add_loop_test(tc, test_kernel_tables_agree, 0, 2 * MOEQ_SCHEME_COUNT);
+    tcase_add_loop_test(tc, test_bf16_tiles_tables_agree, 0, 10);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -321,8 +321,8 @@ START_TEST(test_packed_kernels) {
                               si, b);
             }
         }
-        /* the bfloat16 panel of E4M3 codes: kv of each element, exact */
-        if (s.pk.code == MOEQ__PK_E4M3) {
+        /* the bfloat16 panel: kv of each element, exact */
+        {
             uint16_t *bp = malloc(2 * 16 * C), *bs = malloc(2 * 16 * C);
             for (size_t b = 0; b < s.pk.blocks; b++) {
                 size_t k0 = C >= 16 ? 8 : 0, nk = C - k0;
@@ -480,7 +480,7 @@ static uint16_t e4m3_bf16(int e) {
     return (uint16_t)(bits(ldexpf(moeq__e4m3_to_f32(b), e)) >> 16);
 }
 
-/* tile_bf16 on E4M3 kernel values and activation codes: the portable kernel
+/* tile_bf16 on E4M3 kernel values and activation codes or bf16 inputs: the portable kernel
  * is the float64 dot product up to float rounding and follows its two-chain
  * definition; the SIMD one gives the same bits, for 1..6 tokens, lengths
  * across whole pairs of pairs, with and without accumulating. */
@@ -490,8 +490,14 @@ START_TEST(test_tile_bf16) {
     static uint16_t panel[300 * 16], x[6][300];
     static float cp[6 * 16], cs[6 * 16];
     for (size_t i = 0; i < 300 * 16; i++) panel[i] = e4m3_bf16(-8);
+    /* rows 0-2 FP8 codes; rows 3-5 bf16 inputs of any sign and magnitude from
+     * 2^-100 (smaller ones are flushed before tile_bf16 sees them) to 2^20 */
     for (size_t m = 0; m < 6; m++) {
-        for (size_t k = 0; k < 300; k++) x[m][k] = e4m3_bf16(0);
+        for (size_t k = 0; k < 300; k++) {
+            const float v = ldexpf((float)(uni() * 2 - 1), (int)(rnd() % 121) - 100);
+            x[m][k] = m < 3 ? e4m3_bf16(0) : (uint16_t)(bits(v) >> 16);
+            if (m >= 3 && (x[m][k] & 0x7FFF) < 0x0D80) x[m][k] = 0;
+        }
     }
     const uint16_t *xs[6] = {x[0], x[1], x[2], x[3], x[4], x[5]};
     const size_t lens[] = {0, 4, 8, 36, 256, 300};
@@ -517,7 +523,8 @@ START_TEST(test_tile_bf16) {
                         float base = acc ? (float)(m * 16 + r) * 0.25f : 0.0f;
                         float want = acc ? base + (ch[0] + ch[1]) : ch[0] + ch[1];
                         ck_assert_uint_eq(bits(cp[m * 16 + r]), bits(want));
-                        ck_assert(fabs(cp[m * 16 + r] - base - d) <= 1e-6 * mag + 1e-6 * fabs(base));
+                        ck_assert(fabs(cp[m * 16 + r] - base - d) <=
+                                  1e-6 * mag + 1e-6 * fabs(base));
                     }
                 }
                 if (S) {

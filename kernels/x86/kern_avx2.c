@@ -702,27 +702,67 @@ static void tile(const float *P, size_t nk, size_t M, const float *const *x, flo
 
 /* ---- the bfloat16 pair path: FP8 activation codes on E4M3 weights ------------------ */
 
-/* Two columns k, k + 1 of E4M3 codes decoded as the panel does (F16C), each
- * row's pair of float32 cut to its top halves (exact for these values) and
- * put side by side: the even column low, the odd one high. */
-static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb) {
-    if (pk->code != MOEQ__PK_E4M3) {
-        moeq__kern_portable.panel_bf16(pk, blk, k0, nk, Pb);
-        return;
-    }
+/* Columns k and k + 1 of rows 0-7 (a0, b0) and 8-15 (a1, b1), exact float32
+ * code values, as bfloat16 pairs: each float32 cut to its top half (exact
+ * for every packed code value), the even column low, the odd one high. */
+AI void store_pairs(uint16_t *o, __m256 a0, __m256 a1, __m256 b0, __m256 b1) {
+    _mm256_storeu_si256((__m256i *)(void *)o,
+                        _mm256_blend_epi16(_mm256_srli_epi32(_mm256_castps_si256(a0), 16),
+                                           _mm256_castps_si256(b0), 0xAA));
+    _mm256_storeu_si256((__m256i *)(void *)(o + 16),
+                        _mm256_blend_epi16(_mm256_srli_epi32(_mm256_castps_si256(a1), 16),
+                                           _mm256_castps_si256(b1), 0xAA));
+}
+
+/* The code values (kv) of columns k .. k + 3 decoded as the panels decode
+ * them (COLS4; I4 through the masked nibble n * 2^(4i), then
+ * fma(that, 2^(-4i), -8) = n - 8 exactly), unscaled, in pairs. */
+AI void panel_bf16_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
+                        const int code) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    for (size_t k = k0; k < k0 + nk; k += 2) {
-        if (k % 4 == 0) PF_AT(bc, k + nk, MOEQ__PK_E4M3); /* the next panel's codes */
-        __m256 a0, a1, b0, b1;
-        BYTE_COL(bc + k * MOEQ__PK_ROWS, MOEQ__PK_E4M3, a0, a1);
-        BYTE_COL(bc + (k + 1) * MOEQ__PK_ROWS, MOEQ__PK_E4M3, b0, b1);
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    for (size_t k = k0; k < k0 + nk; k += 4) {
+        __m256 f0, f1, f2, f3, f4, f5, f6, f7;
         uint16_t *o = Pb + ((k - k0) / 2) * 32;
-        _mm256_storeu_si256((__m256i *)(void *)o,
-                            _mm256_blend_epi16(_mm256_srli_epi32(_mm256_castps_si256(a0), 16),
-                                               _mm256_castps_si256(b0), 0xAA));
-        _mm256_storeu_si256((__m256i *)(void *)(o + 16),
-                            _mm256_blend_epi16(_mm256_srli_epi32(_mm256_castps_si256(a1), 16),
-                                               _mm256_castps_si256(b1), 0xAA));
+        PF_AT(bc, k + nk, code); /* the next panel's codes */
+        if (code == MOEQ__PK_I4) {
+            __m256i u, v, uh, vh;
+            I4_LOAD(bc + (k / 8) * 64, u, v, uh, vh);
+            const __m256 m8 = _mm256_set1_ps(-8.0f);
+#define I4_KV(i, a, b)                                                                             \
+    do {                                                                                           \
+        const __m256 d_ = _mm256_set1_ps(1.0f / (float)(1 << (4 * ((i)&3))));                      \
+        I4_COL(u, v, uh, vh, i, a, b);                                                             \
+        a = _mm256_fmadd_ps(a, d_, m8);                                                            \
+        b = _mm256_fmadd_ps(b, d_, m8);                                                            \
+    } while (0)
+            if (k % 8 == 0) {
+                I4_KV(0, f0, f1);
+                I4_KV(1, f2, f3);
+                I4_KV(2, f4, f5);
+                I4_KV(3, f6, f7);
+            } else {
+                I4_KV(4, f0, f1);
+                I4_KV(5, f2, f3);
+                I4_KV(6, f4, f5);
+                I4_KV(7, f6, f7);
+            }
+#undef I4_KV
+        } else {
+            COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7);
+        }
+        store_pairs(o, f0, f1, f2, f3);
+        store_pairs(o + 32, f4, f5, f6, f7);
+    }
+}
+
+static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb) {
+    switch (pk->code) {
+        case MOEQ__PK_I4: panel_bf16_impl(pk, blk, k0, nk, Pb, MOEQ__PK_I4); break;
+        case MOEQ__PK_NIB: panel_bf16_impl(pk, blk, k0, nk, Pb, MOEQ__PK_NIB); break;
+        case MOEQ__PK_I8: panel_bf16_impl(pk, blk, k0, nk, Pb, MOEQ__PK_I8); break;
+        default: panel_bf16_impl(pk, blk, k0, nk, Pb, MOEQ__PK_E4M3); break;
     }
 }
 
@@ -735,8 +775,31 @@ AI void tile_bf16_impl(const uint16_t *Pb, size_t nk, const uint16_t *const *x, 
     __m256 e00 = z, e01 = z, o00 = z, o01 = z, e10 = z, e11 = z, o10 = z, o11 = z;
     const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
     const uint16_t *x0 = x[0], *x1 = M > 1 ? x[1] : x0;
-#define XPAIR(xp, p, xo, xe)                                                                           uint32_t pr_;                                                                                      memcpy(&pr_, (xp) + 2 * (p), sizeof pr_);                                                          const __m256 xo = _mm256_set1_ps(moeq__bits_f32(pr_ & 0xFFFF0000u));                               const __m256 xe = _mm256_set1_ps(moeq__bits_f32(pr_ << 16))
-#define PAIR(p, c0a, c0b, c1a, c1b)                                                                    do {                                                                                                   const __m256i w0_ = _mm256_loadu_si256((const __m256i *)(const void *)(Pb + (p)*32));              const __m256i w1_ = _mm256_loadu_si256((const __m256i *)(const void *)(Pb + (p)*32 + 16));         const __m256 wo0_ = _mm256_castsi256_ps(_mm256_and_si256(w0_, hi));                               const __m256 we0_ = _mm256_castsi256_ps(_mm256_slli_epi32(w0_, 16));                               const __m256 wo1_ = _mm256_castsi256_ps(_mm256_and_si256(w1_, hi));                               const __m256 we1_ = _mm256_castsi256_ps(_mm256_slli_epi32(w1_, 16));                               {                                                                                                      XPAIR(x0, p, xo_, xe_);                                                                            c0a = _mm256_fmadd_ps(we0_, xe_, _mm256_fmadd_ps(wo0_, xo_, c0a));                                 c0b = _mm256_fmadd_ps(we1_, xe_, _mm256_fmadd_ps(wo1_, xo_, c0b));                             }                                                                                                  if (M > 1) {                                                                                           XPAIR(x1, p, xo_, xe_);                                                                            c1a = _mm256_fmadd_ps(we0_, xe_, _mm256_fmadd_ps(wo0_, xo_, c1a));                                 c1b = _mm256_fmadd_ps(we1_, xe_, _mm256_fmadd_ps(wo1_, xo_, c1b));                             }                                                                                              } while (0)
+#define XPAIR(xp, p, xo, xe)                                                                       \
+    uint32_t pr_;                                                                                  \
+    memcpy(&pr_, (xp) + 2 * (p), sizeof pr_);                                                      \
+    const __m256 xo = _mm256_set1_ps(moeq__bits_f32(pr_ & 0xFFFF0000u));                           \
+    const __m256 xe = _mm256_set1_ps(moeq__bits_f32(pr_ << 16))
+#define PAIR(p, c0a, c0b, c1a, c1b)                                                                \
+    do {                                                                                           \
+        const uint16_t *w_ = Pb + (p)*32;                                                          \
+        const __m256i w0_ = _mm256_loadu_si256((const __m256i *)(const void *)w_);                 \
+        const __m256i w1_ = _mm256_loadu_si256((const __m256i *)(const void *)(w_ + 16));          \
+        const __m256 wo0_ = _mm256_castsi256_ps(_mm256_and_si256(w0_, hi));                        \
+        const __m256 we0_ = _mm256_castsi256_ps(_mm256_slli_epi32(w0_, 16));                       \
+        const __m256 wo1_ = _mm256_castsi256_ps(_mm256_and_si256(w1_, hi));                        \
+        const __m256 we1_ = _mm256_castsi256_ps(_mm256_slli_epi32(w1_, 16));                       \
+        {                                                                                          \
+            XPAIR(x0, p, xo_, xe_);                                                                \
+            c0a = _mm256_fmadd_ps(we0_, xe_, _mm256_fmadd_ps(wo0_, xo_, c0a));                     \
+            c0b = _mm256_fmadd_ps(we1_, xe_, _mm256_fmadd_ps(wo1_, xo_, c0b));                     \
+        }                                                                                          \
+        if (M > 1) {                                                                               \
+            XPAIR(x1, p, xo_, xe_);                                                                \
+            c1a = _mm256_fmadd_ps(we0_, xe_, _mm256_fmadd_ps(wo0_, xo_, c1a));                     \
+            c1b = _mm256_fmadd_ps(we1_, xe_, _mm256_fmadd_ps(wo1_, xo_, c1b));                     \
+        }                                                                                          \
+    } while (0)
     for (size_t p = 0; p < nk / 2; p += 2) {
         PAIR(p, e00, e01, e10, e11);
         PAIR(p + 1, o00, o01, o10, o11);
@@ -1092,8 +1155,8 @@ static void q_fp8_bf16(const float *x, size_t n, float s, uint16_t *b) {
         /* an E4M3 value's float32 has 16 zero low bits: its top half is its bfloat16 */
         const __m256i h = _mm256_srli_epi32(
             _mm256_castps_si256(fp8_code_v(_mm256_loadu_ps(x + i), sv)), 16);
-        _mm_storeu_si128((__m128i *)(void *)(b + i),
-                         _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+        const __m128i lo = _mm256_castsi256_si128(h), hi = _mm256_extracti128_si256(h, 1);
+        _mm_storeu_si128((__m128i *)(void *)(b + i), _mm_packus_epi32(lo, hi));
     }
     if (i < n) moeq__kern_portable.q_fp8_bf16(x + i, n - i, s, b + i);
 }

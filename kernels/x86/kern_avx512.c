@@ -468,8 +468,17 @@ BF16_FN AI void tile_bf16_z(const uint16_t *Pb, size_t nk, const uint16_t *const
     for (size_t p = 0; p < nk / 2; p += 2) {
         const __m512bh we = (__m512bh)_mm512_loadu_si512(Pb + p * 32);
         const __m512bh wo = (__m512bh)_mm512_loadu_si512(Pb + p * 32 + 32);
-#define DP(a, xp, q, w)                                                                                do {                                                                                                   int32_t pr_;                                                                                       memcpy(&pr_, (xp) + 2 * (p + (q)), sizeof pr_);                                                    a = _mm512_dpbf16_ps(a, w, (__m512bh)_mm512_set1_epi32(pr_));                                  } while (0)
-#define ROW(m)                                                                                         if (M > m) {                                                                                           DP(e##m, x##m, 0, we);                                                                             DP(o##m, x##m, 1, wo);                                                                         }
+#define DP(a, xp, q, w)                                                                            \
+    do {                                                                                           \
+        int32_t pr_;                                                                               \
+        memcpy(&pr_, (xp) + 2 * (p + (q)), sizeof pr_);                                            \
+        a = _mm512_dpbf16_ps(a, w, (__m512bh)_mm512_set1_epi32(pr_));                              \
+    } while (0)
+#define ROW(m)                                                                                     \
+    if (M > m) {                                                                                   \
+        DP(e##m, x##m, 0, we);                                                                     \
+        DP(o##m, x##m, 1, wo);                                                                     \
+    }
         ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
 #undef ROW
 #undef DP

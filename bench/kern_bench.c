@@ -1,9 +1,9 @@
 /*
  * kern_bench.c - throughput of the fast kernels alone, one thread: gemv
- * (M = 1..4 tokens), panel decode and the f32 tile (and the FP8 path's
+ * (M = 1..4 tokens), panel decode and the f32 tile (and the bfloat16 path's
  * tile_bf16), for each code kind, on a weight that stays in L2 ("hot") and
- * on one far above L3 ("cold"), with
- * the cold weight's read rate by loads alone next to gemv's; the panel and
+ * on one far above L3 ("cold"), with the cold weight's read rate by loads
+ * alone next to gemv's; the panel and
  * tile steps in situ (32 tokens) for int4 and E4M3 codes.  With the avx512
  * table, panel, gemv and idot also run for the AVX2 table in the same loops.
  * Prints figures; asserts nothing.
@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
         }
         printf("tile M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * M * 256 * 16 / best / 1e9);
     }
-    /* tile_bf16 (the FP8 path): the same panel as bfloat16 pairs, bfloat16 codes */
+    /* tile_bf16 (the bfloat16 path): a panel of bfloat16 pairs against bfloat16 rows */
     {
         static uint16_t Pb[256 * 16], xbr[6][256];
         for (size_t i = 0; i < 256 * 16; i++) Pb[i] = (uint16_t)(0x3C00u + rnd() % 0x400u);

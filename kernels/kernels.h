@@ -531,10 +531,10 @@ typedef struct moeq__kern {
     void (*panel_bf16)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb);
     /* C[m*ldc + r] = (accumulate ? C + S : S) for m < M <= 6, r < 16, where,
      * with w the bfloat16 panel above (nk columns, a multiple of 4) and x[m] a
-     * row of bfloat16 values (none subnormal, and every sum a multiple of a
-     * power of two no smaller than 2^-126, so that no sum is subnormal
-     * either: vdpbf16ps would flush it): the column pairs p = 0 .. nk/2 - 1 go into two
-     * float32 chains, e (even p) and o (odd p), each pair adding
+     * row of bfloat16 values (none subnormal, and every product a multiple of
+     * a power of two no smaller than 2^-126, so that no sum is subnormal
+     * either: vdpbf16ps would flush it), the column pairs p = 0 .. nk/2 - 1 go
+     * into two float32 chains, e (even p) and o (odd p), each pair adding
      * w(2p+1) * x(2p+1) and then w(2p) * x(2p) (each product exact, each
      * sum rounded: what vdpbf16ps does per lane), and S = e + o.
      * Bit-identical across tables. */

@@ -125,11 +125,11 @@ typedef struct tscratch {
     float *Cu;              /* [mmax, 16] */
     const float **xr, **xo; /* [mmax] */
     const int16_t **xc;     /* [mmax]: int8 path, rows of codes */
-    const uint16_t **xb;    /* [mmax]: fp8b, rows of bfloat16 codes */
-    const uint16_t **xbo;   /* [mmax]: fp8b, the same rows at a panel's first column */
+    const uint16_t **xb;    /* [mmax]: bfloat16 path, rows of bfloat16 inputs */
+    const uint16_t **xbo;   /* [mmax]: the same rows at a panel's first column */
     const float **xbs;      /* [mmax]: fp8b, the rows' scales (one, or one per group) */
     int32_t *Ci;            /* [mmax, 16]: int8 path, integer sums */
-    float *Sg;              /* fp8b: one scale group's sums, in Ci's memory */
+    float *Sg;              /* bfloat16 path: one scale group's sums, in Ci's memory */
     float *xsc;             /* [mmax]: int8 path, the rows' activation scales */
     moeq__fp4row *f4;       /* [mmax]: fp4 path, the rows' codes */
     float *xp;              /* [2][MOEQ__GEMV_MAX][maxk + maxk / 8]: rows made by i4_prep */
@@ -186,7 +186,7 @@ static tscratch tscratch_get(const fast *f, int tid) {
     t.xbs = (const float **)(void *)p;
     p += up64(f->mmax * sizeof(float *));
     t.Ci = (int32_t *)(void *)p;
-    t.Sg = (float *)(void *)p; /* the int8 path and fp8b never meet */
+    t.Sg = (float *)(void *)p; /* the int8 and bfloat16 paths never meet */
     p += up64(f->mmax * 16 * sizeof(int32_t));
     t.xsc = (float *)(void *)p;
     p += up64(f->mmax * sizeof(float));

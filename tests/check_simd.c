@@ -5,11 +5,11 @@
  *     kind, scale storage, shape and tail;
  *   - the portable table's panel equals the reference dequantization;
  *   - every entry of the SIMD table equals the portable one bit for bit
- *     (panel, gemv for 1-4 tokens, tile and idot for 1-6 tokens and any
- *     length, amax, the activation quantize-dequantize steps and int8
- *     activation codes, special values included), for each SIMD table
- *     (avx2, avx512) in a test case of its own; a table the CPU cannot run
- *     is said on stderr and its comparisons are left out.
+ *     (panel, panel_bf16, gemv for 1-4 tokens, tile, tile_bf16 and idot for
+ *     1-6 tokens and any length, amax, the activation quantize-dequantize
+ *     steps, int8 and FP8 activation codes, special values included), for
+ *     each SIMD table (avx2, avx512) in a test case of its own; a table the
+ *     CPU cannot run is said on stderr and its comparisons are left out.
  */
 #include "test_util.h"
 #include "kernels.h"

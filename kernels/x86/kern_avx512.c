@@ -2,7 +2,8 @@
  * kern_avx512.c - kernels for AVX-512 F/BW/VL with VNNI and VBMI (compiled
  * with those flags only; cpu.c checks the CPU and OS first).  The "avx512"
  * table is the AVX2 table with gemv, idot and the E4M3 panel replaced by the
- * ones here; each gives the same bits as its AVX2 twin (tests/check_simd.c).
+ * ones here, and tile_bf16 where the CPU has AVX512_BF16; each gives the same
+ * bits as its AVX2 twin (tests/check_simd.c).
  *
  * gemv and panel: kern_avx2.c's with one 16-lane vector where it has two
  * 8-lane ones (a block's 16 rows), the same operations in the same order;
@@ -451,9 +452,9 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
 /* ---- tile_bf16 -------------------------------------------------------------------- */
 
 /* vdpbf16ps adds, per 32-bit lane, the products of the two bfloat16 pairs,
- * odd element first, each sum rounded to nearest (denormal inputs and results
- * flushed: none occur here, every term being a multiple of 2^-26): the
- * definition of tile_bf16 (kernels.h), one instruction for 16 rows x 2 columns.
+ * odd element first, each sum rounded to nearest (subnormal inputs and results
+ * flushed: none occur, kernels.h's tile_bf16 rules them out): the definition
+ * of tile_bf16, one instruction for 16 rows x 2 columns.
  * It needs AVX512_BF16 (Zen 4, Cooper Lake, Sapphire Rapids; not Ice Lake):
  * only this function is compiled for it, and cpu.c says whether it runs. */
 #define BF16_FN __attribute__((target("avx512bf16")))

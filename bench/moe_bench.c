@@ -206,9 +206,12 @@ static const scheme_def k_schemes[] = {
     {"w4a16_mxfp4",
      "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
      "null", "mxfp4-pack-quantized"},
-    /* beyond the list: int4 weights on int8 activations */
+    /* beyond the list: int4 weights on int8 and on FP8 activations */
     {"w4a8_int8", "{\"num_bits\":4,\"group_size\":128}",
      "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "pack-quantized"},
+    {"w4a8_fp8", "{\"num_bits\":4,\"group_size\":128}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
+     "pack-quantized"},
 };
 
 /* Resident memory of the process, MB. */

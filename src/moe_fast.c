@@ -32,8 +32,8 @@
  * dequantized to f32 once and the tile kernel runs up to 6 rows at a time
  * over it; projections that could not be packed are dequantized by
  * moeq__dequant_ref into the same panels.  Where the inputs are bfloat16
- * values (bx: FP8 activation codes on E4M3 weights, or the bf16 input of a
- * weight-only layer in gemm1) and an expert has more rows than the gemv
+ * values (bx: FP8 activation codes, or the bf16 input of a weight-only
+ * layer in gemm1) and an expert has more rows than the gemv
  * takes, the panel holds the weight codes as bfloat16 pairs instead and
  * tile_bf16 sums exact products (vdpbf16ps where the CPU has it), scaled per
  * group afterwards.
@@ -95,7 +95,7 @@ typedef struct fast {
     bool int8;           /* l->int8_dot: activations as codes, integer products */
     int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
     bool fp8b;           /* FP8 activations (per token, tensor, static or group), an expert
-                            with more than MOEQ__GEMV_MAX rows: E4M3 blocks take tile_bf16 */
+                            with more than MOEQ__GEMV_MAX rows: packed blocks take tile_bf16 */
     bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or a weight-only layer's
                             bf16 input (then every packed block takes tile_bf16 in gemm1) */
     uint16_t *xb, *ab;   /* bx, fp8b: the codes of xf and of A as bfloat16, where xq, aq go */
@@ -381,16 +381,14 @@ static const float *const *gemv_rows(const fast *f, const tscratch *t, const moe
 #define BF16_MIN_GROUP 128
 
 /* Whether the bfloat16 block serves pj, given bfloat16 rows (codes): packed
- * codes in groups of at least BF16_MIN_GROUP columns (or one group), any
- * kind for a weight-only layer (every packed code value is a bfloat16),
- * E4M3 ones for FP8 activations, with per-group activation scales only on
- * the weight's own groups. */
+ * codes of any kind (every packed code value is a bfloat16) in groups of at
+ * least BF16_MIN_GROUP columns (or one group), with per-group activation
+ * scales only on the weight's own groups. */
 static bool bf16_block(const fast *f, const moeq__proj *pj, bool codes) {
     if (!codes || pj->w.kind != MOEQ__QW_PACKED) return false;
     if (pj->pk.groups > 1 && pj->pk.gsize < BF16_MIN_GROUP) return false;
-    if (!f->fp8b) return true;
-    return pj->pk.code == MOEQ__PK_E4M3 &&
-           (f->l->act_kind != MOEQ__ACT_FP8_GROUP || (size_t)f->l->act_group == pj->pk.gsize);
+    return !f->fp8b || f->l->act_kind != MOEQ__ACT_FP8_GROUP ||
+           (size_t)f->l->act_group == pj->pk.gsize;
 }
 
 /* A weight-only layer's bf16 input row as tile_bf16 reads it: the same

@@ -149,7 +149,8 @@ START_TEST(test_kernel_tables_agree) {
 END_TEST
 
 /* The bfloat16 tiles take scale groups of 128 columns or more (or one per
- * row): such layers, wider than the ones above, in every table. */
+ * row): such layers, wider than the ones above, in every table (w4a8_fp8:
+ * int4 codes times FP8 activation codes). */
 START_TEST(test_bf16_tiles_tables_agree) {
     static const struct {
         moeq_test_scheme_args a;
@@ -168,6 +169,10 @@ START_TEST(test_bf16_tiles_tables_agree) {
           "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\",\"dynamic\":true}",
           "float-quantized", 0, 0},
          MOEQ_SCHEME_W8A8_FP8},
+        {{"{\"num_bits\":4,\"group_size\":128}",
+          "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
+          "pack-quantized", 0, 0},
+         MOEQ_SCHEME_W4A8_FP8},
         {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"block\",\"block_structure\":[128,"
           "128]}",
           "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,"
@@ -185,7 +190,7 @@ static Suite *moe_apply_suite(void) {
     TCase *tc = tcase_create("schemes");
     tcase_add_loop_test(tc, test_every_scheme_matches_reference, 0, MOEQ_SCHEME_COUNT);
     tcase_add_loop_test(tc, test_kernel_tables_agree, 0, 2 * MOEQ_SCHEME_COUNT);
-    tcase_add_loop_test(tc, test_bf16_tiles_tables_agree, 0, 10);
+    tcase_add_loop_test(tc, test_bf16_tiles_tables_agree, 0, 12);
     suite_add_tcase(s, tc);
     return s;
 }

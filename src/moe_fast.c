@@ -274,11 +274,13 @@ static void code_row(const fast *f, const float *v, size_t n, float act_scale, f
 }
 
 /* The fp8b codes of one row (bfloat16 of each E4M3 value) and its scale, or
- * its groups' scales, in s: the codes qdq_row multiplies by the same scales,
- * so call it first.  A bad row (its output is NaN whatever they are) gets
- * zeros, so that nothing reads memory no step wrote. */
-static void code_row_fp8(const fast *f, const float *v, size_t n, float act_scale,
-                         float tensor_scale, uint16_t *b, float *s, bool bad) {
+ * its groups' scales, in s; then v becomes what qdq_row makes of it, each
+ * code's value times its scale (the same product qdq_fp8 rounds: check_simd
+ * compares them bit for bit), so the row is quantized once.  A bad row (its
+ * output is NaN whatever they are) gets zero codes, so that nothing reads
+ * memory no step wrote, and v is left alone. */
+static void code_row_fp8(const fast *f, float *v, size_t n, float act_scale, float tensor_scale,
+                         uint16_t *b, float *s, bool bad) {
     const int32_t kind = f->l->act_kind;
     const size_t gs = kind == MOEQ__ACT_FP8_GROUP ? (size_t)f->l->act_group : n;
     for (size_t c0 = 0; c0 < n; c0 += gs) {
@@ -299,6 +301,8 @@ static void code_row_fp8(const fast *f, const float *v, size_t n, float act_scal
         }
         f->K->q_fp8_bf16(v + c0, len, sc, b + c0);
         s[c0 / gs] = sc;
+        f->K->bf16_to_f32(b + c0, len, v + c0);
+        for (size_t i = c0; i < c0 + len; i++) v[i] = v[i] * sc;
     }
 }
 
@@ -581,8 +585,9 @@ static void step_tokens(void *arg, int tid, int nt) {
                 if (f->fp8b) {
                     code_row_fp8(f, row, f->H, l->projs[0].act_scale, 1.0f, f->xb + tok * f->H,
                                  f->xs + tok * f->nxs, false);
+                } else {
+                    qdq_row(f, &t, row, f->H, l->projs[0].act_scale, 1.0f);
                 }
-                qdq_row(f, &t, row, f->H, l->projs[0].act_scale, 1.0f);
             } else if (tensor_kind(l->act_kind)) {
                 float m = f->K->amax(row, f->H);
                 am = m > am ? m : am;
@@ -625,8 +630,9 @@ static void step_tokens2(void *arg, int tid, int nt) {
                 if (f->fp8b) {
                     code_row_fp8(f, f->xf + tok * f->H, f->H, 1.0f, f->ts1, f->xb + tok * f->H,
                                  f->xs + tok * f->nxs, false);
+                } else {
+                    qdq_row(f, &t, f->xf + tok * f->H, f->H, 1.0f, f->ts1);
                 }
-                qdq_row(f, &t, f->xf + tok * f->H, f->H, 1.0f, f->ts1);
             }
         }
     }
@@ -827,8 +833,9 @@ static void step_quant_a(void *arg, int tid, int nt) {
                 if (f->fp8b) {
                     code_row_fp8(f, f->A + r * f->I, f->I, pd->act_scale, f->ts2,
                                  f->ab + r * f->I, f->as + r * f->nas, false);
+                } else {
+                    qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
                 }
-                qdq_row(f, &t, f->A + r * f->I, f->I, pd->act_scale, f->ts2);
             }
         }
 }

@@ -540,6 +540,19 @@ typedef struct moeq__kern {
      * Bit-identical across tables. */
     void (*tile_bf16)(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *const *x, float *C,
                       size_t ldc, int accumulate);
+    /* gemv for rows of bfloat16 values (tile_bf16's x: none subnormal, and
+     * every product a multiple of a power of two no smaller than 2^-126):
+     * y[m*ldy + r] = sum_k x[m][k] * w(blk*16 + r, k) for m < M <= 4, r < 16,
+     * codes decoded in registers.  Per scale group, its column pairs
+     * (2p, 2p + 1), p counted from the group's start, go into C chains (4
+     * for M = 1, else 2), pair p into chain p % C, each pair adding
+     * kv(2p+1) * x(2p+1) and then kv(2p) * x(2p) (exact products, rounded
+     * sums: one vdpbf16ps lane); the group's partial is (c0 + c1) +
+     * (c2 + c3), or c0 + c1, and total = fma(partial, ks, total) with gemv's
+     * scales (E4M3_DIV undivided, the totals divided once by gdiv * 2^-8 at
+     * the end).  Bit-identical across tables. */
+    void (*gemv_bf16)(const moeq__packed *pk, size_t blk, size_t M, const uint16_t *const *x,
+                      float *y, size_t ldy);
     /* Integer products for int8 activations on I8 or I4 codes (W8A8, W4A8):
      * C[m*ldc + r] = (accumulate ? C : 0) + sum_{k0 <= k < k0 + nk} q(blk*16 + r, k) * x[m][k]
      * in int32 for m < M <= MOEQ__TILE_MAX, r < 16, where q is the code's

@@ -399,6 +399,50 @@ START_TEST(test_packed_kernels) {
                 }
             }
         }
+        /* gemv_bf16 for 1..4 rows of bfloat16 values: rows 0 and 2 inputs of
+         * any sign from 2^-20 to 2^20 in magnitude, rows 1 and 3 E4M3 values
+         * (FP8 activation codes) */
+        uint16_t *xb = malloc(sizeof(uint16_t) * 4 * C);
+        for (size_t m = 0; m < 4; m++) {
+            for (size_t c = 0; c < C; c++) {
+                uint8_t e;
+                do {
+                    e = (uint8_t)rnd();
+                } while ((e & 0x7F) == 0x7F);
+                const float v = m % 2 ? moeq__e4m3_to_f32(e)
+                                      : ldexpf((float)(uni() * 2 - 1), (int)(rnd() % 41) - 20);
+                xb[m * C + c] = (uint16_t)(bits(v) >> 16);
+            }
+        }
+        const uint16_t *xbs[4] = {xb, xb + C, xb + 2 * C, xb + 3 * C};
+        for (size_t M = 1; M <= MOEQ__GEMV_MAX; M++) {
+            for (size_t b = 0; b < s.pk.blocks; b++) {
+                float yp[4 * 20], ys[4 * 20];
+                P->gemv_bf16(&s.pk, b, M, xbs, yp, 20);
+                for (size_t m = 0; m < M; m++) {
+                    for (size_t r = 0; r < 16 && b * 16 + r < R; r++) {
+                        double d = 0, mag = 0;
+                        for (size_t c = 0; c < C; c++) {
+                            const double xv = moeq__bits_f32((uint32_t)xbs[m][c] << 16);
+                            d += xv * want[(b * 16 + r) * C + c];
+                            mag += fabs(xv * want[(b * 16 + r) * C + c]);
+                        }
+                        ck_assert_msg(fabs(yp[m * 20 + r] - d) <= 1e-6 * mag + 1e-30,
+                                      "gemv_bf16 M=%zu row %zu: %g vs %g", M, b * 16 + r,
+                                      (double)yp[m * 20 + r], d);
+                    }
+                }
+                if (S) {
+                    S->gemv_bf16(&s.pk, b, M, xbs, ys, 20);
+                    for (size_t m = 0; m < M; m++) {
+                        ck_assert_msg(memcmp(yp + m * 20, ys + m * 20, 16 * sizeof(float)) == 0,
+                                      "%s gemv_bf16 M=%zu differs (kind %d shape %zu block %zu)",
+                                      S->name, M, kc->kind, si, b);
+                    }
+                }
+            }
+        }
+        free(xb);
         if (s.pk.code == MOEQ__PK_I8 || s.pk.code == MOEQ__PK_I4) check_idot(&s.pk, C, si);
         free(x);
         free(prep);

@@ -117,6 +117,31 @@ static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *c
     }
 }
 
+static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M, const uint16_t *const *x,
+                      float *y, size_t ldy) {
+    const size_t nch = M == 1 ? 4 : 2;
+    const float d = pk->gdiv * 0x1p-8f;
+    for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+        const size_t row = blk * MOEQ__PK_ROWS + r;
+        for (size_t m = 0; m < M; m++) {
+            float tot = 0.0f;
+            for (size_t g = 0; g < pk->groups; g++) {
+                float ch[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                const size_t k0 = g * pk->gsize;
+                for (size_t p = 0; p < pk->gsize / 2; p++) {
+                    const size_t k = k0 + 2 * p;
+                    float *c = &ch[p % nch];
+                    *c = fmaf(moeq__pk_kv(pk, row, k + 1), bf16_val(x[m][k + 1]), *c);
+                    *c = fmaf(moeq__pk_kv(pk, row, k), bf16_val(x[m][k]), *c);
+                }
+                const float part = nch == 4 ? (ch[0] + ch[1]) + (ch[2] + ch[3]) : ch[0] + ch[1];
+                tot = fmaf(part, gemv_scale(pk, row, g), tot);
+            }
+            y[m * ldy + r] = pk->scale_kind == MOEQ__PS_E4M3_DIV ? tot / d : tot;
+        }
+    }
+}
+
 static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
                  const int16_t *const *x, int32_t *C, size_t ldc, int accumulate) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
@@ -272,6 +297,7 @@ const moeq__kern moeq__kern_portable = {
     .tile = tile,
     .panel_bf16 = panel_bf16,
     .tile_bf16 = tile_bf16,
+    .gemv_bf16 = gemv_bf16,
     .idot = idot,
     .iscale = iscale,
     .fdot = fdot,

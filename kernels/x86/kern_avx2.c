@@ -714,22 +714,15 @@ AI void store_pairs(uint16_t *o, __m256 a0, __m256 a1, __m256 b0, __m256 b1) {
                                            _mm256_castps_si256(b1), 0xAA));
 }
 
-/* The code values (kv) of columns k .. k + 3 decoded as the panels decode
- * them (COLS4; I4 through the masked nibble n * 2^(4i), then
- * fma(that, 2^(-4i), -8) = n - 8 exactly), unscaled, in pairs. */
-AI void panel_bf16_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
-                        const int code) {
-    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
-    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
-    for (size_t k = k0; k < k0 + nk; k += 4) {
-        __m256 f0, f1, f2, f3, f4, f5, f6, f7;
-        uint16_t *o = Pb + ((k - k0) / 2) * 32;
-        PF_AT(bc, k + nk, code); /* the next panel's codes */
-        if (code == MOEQ__PK_I4) {
-            __m256i u, v, uh, vh;
-            I4_LOAD(bc + (k / 8) * 64, u, v, uh, vh);
-            const __m256 m8 = _mm256_set1_ps(-8.0f);
+/* The code values (kv) of columns k .. k + 3 of the block at bc, unscaled,
+ * decoded as the panels decode them (COLS4; I4 through the masked nibble
+ * n * 2^(4i), then fma(that, 2^(-4i), -8) = n - 8 exactly): column k + j in
+ * f[2j] (rows 0-7) and f[2j + 1] (rows 8-15).  lutl, luth: nib_lut's. */
+AI void kv4(const uint8_t *bc, size_t k, const int code, __m256i lutl, __m256i luth, __m256 f[8]) {
+    if (code == MOEQ__PK_I4) {
+        __m256i u, v, uh, vh;
+        I4_LOAD(bc + (k / 8) * 64, u, v, uh, vh);
+        const __m256 m8 = _mm256_set1_ps(-8.0f);
 #define I4_KV(i, a, b)                                                                             \
     do {                                                                                           \
         const __m256 d_ = _mm256_set1_ps(1.0f / (float)(1 << (4 * ((i)&3))));                      \
@@ -737,23 +730,36 @@ AI void panel_bf16_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk
         a = _mm256_fmadd_ps(a, d_, m8);                                                            \
         b = _mm256_fmadd_ps(b, d_, m8);                                                            \
     } while (0)
-            if (k % 8 == 0) {
-                I4_KV(0, f0, f1);
-                I4_KV(1, f2, f3);
-                I4_KV(2, f4, f5);
-                I4_KV(3, f6, f7);
-            } else {
-                I4_KV(4, f0, f1);
-                I4_KV(5, f2, f3);
-                I4_KV(6, f4, f5);
-                I4_KV(7, f6, f7);
-            }
-#undef I4_KV
+        if (k % 8 == 0) {
+            I4_KV(0, f[0], f[1]);
+            I4_KV(1, f[2], f[3]);
+            I4_KV(2, f[4], f[5]);
+            I4_KV(3, f[6], f[7]);
         } else {
-            COLS4(bc, k, code, lut, f0, f1, f2, f3, f4, f5, f6, f7);
+            I4_KV(4, f[0], f[1]);
+            I4_KV(5, f[2], f[3]);
+            I4_KV(6, f[4], f[5]);
+            I4_KV(7, f[6], f[7]);
         }
-        store_pairs(o, f0, f1, f2, f3);
-        store_pairs(o + 32, f4, f5, f6, f7);
+#undef I4_KV
+    } else {
+        COLS4(bc, k, code, lut, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]);
+    }
+}
+
+/* kv4's code values in pairs. */
+AI void panel_bf16_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
+                        const int code) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    for (size_t k = k0; k < k0 + nk; k += 4) {
+        __m256 f[8];
+        uint16_t *o = Pb + ((k - k0) / 2) * 32;
+        PF_AT(bc, k + nk, code); /* the next panel's codes */
+        kv4(bc, k, code, lutl, luth, f);
+        store_pairs(o, f[0], f[1], f[2], f[3]);
+        store_pairs(o + 32, f[4], f[5], f[6], f[7]);
     }
 }
 
@@ -825,6 +831,102 @@ static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *c
     size_t m = 0;
     for (; m + 2 <= M; m += 2) tile_bf16_impl(Pb, nk, x + m, C + m * ldc, ldc, accumulate, 2);
     if (m < M) tile_bf16_impl(Pb, nk, x + m, C + m * ldc, ldc, accumulate, 1);
+}
+
+#define GB16_CHUNK 256 /* columns of x made float32 at a time */
+
+/* n (a multiple of 8) bfloat16 values as float32 */
+AI void bf16_to_f32_rows(const uint16_t *src, size_t n, float *dst) {
+    for (size_t i = 0; i < n; i += 8) {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        _mm256_store_ps(dst + i,
+                        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+    }
+}
+
+/* gemv_bf16 (kernels.h): kv4's code values in registers against the rows of
+ * x made float32 (exact) GB16_CHUNK columns at a time, each pair of exact
+ * products added as vdpbf16ps adds them (two fused multiply-adds, odd column
+ * first) into chains acc[m][c] (rows 0-7, 8-15); eight columns per step,
+ * pairs 0, 1 into chains 0, 1 and pairs 2, 3 into 2, 3 (M = 1) or again
+ * 0, 1.  It keeps the avx512 table's bits where the CPU lacks AVX512_BF16 or
+ * under MOEQ_KERNELS=avx2, at 0.5-0.9x the float gemv's rate (kern_bench,
+ * hot): moe_fast.c uses gemv_bf16 only on CPUs with AVX512_BF16. */
+AI void gemv_bf16_impl(const moeq__packed *pk, size_t blk, const uint16_t *const *x, float *y,
+                       size_t ldy, const int code, const int M) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
+    const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    _Alignas(32) float xf[MOEQ__GEMV_MAX][GB16_CHUNK];
+    const __m256 z = _mm256_setzero_ps();
+    __m256 tot[MOEQ__GEMV_MAX][2];
+    for (int m = 0; m < M; m++) tot[m][0] = tot[m][1] = z;
+    for (size_t g = 0; g < pk->groups; g++) {
+        __m256 acc[MOEQ__GEMV_MAX][4][2];
+        for (int m = 0; m < M; m++) {
+            for (int c = 0; c < 4; c++) acc[m][c][0] = acc[m][c][1] = z;
+        }
+        for (size_t kc = g * pk->gsize; kc < (g + 1) * pk->gsize; kc += GB16_CHUNK) {
+            const size_t n =
+                (g + 1) * pk->gsize - kc < GB16_CHUNK ? (g + 1) * pk->gsize - kc : GB16_CHUNK;
+            for (int m = 0; m < M; m++) bf16_to_f32_rows(x[m] + kc, n, xf[m]);
+            for (size_t j = 0; j < n; j += 8) {
+                const size_t k = kc + j;
+                PF(bc, k, code);
+                if (MOEQ__PK_COL_BYTES(code) == 16u) PF(bc, k + 4, code);
+                for (int h = 0; h < 2; h++) {
+                    __m256 f[8];
+                    kv4(bc, k + 4 * (size_t)h, code, lutl, luth, f);
+                    const int c0 = M == 1 ? 2 * h : 0;
+                    for (int m = 0; m < M; m++) {
+                        for (int q = 0; q < 2; q++) { /* columns k + 4h + 2q and the next */
+                            const float *xp = xf[m] + j + 4 * (size_t)h + 2 * (size_t)q;
+                            const __m256 xe = _mm256_broadcast_ss(xp);
+                            const __m256 xo = _mm256_broadcast_ss(xp + 1);
+                            __m256 *a = acc[m][c0 + q];
+                            a[0] = _mm256_fmadd_ps(f[4 * q + 2], xo, a[0]);
+                            a[1] = _mm256_fmadd_ps(f[4 * q + 3], xo, a[1]);
+                            a[0] = _mm256_fmadd_ps(f[4 * q], xe, a[0]);
+                            a[1] = _mm256_fmadd_ps(f[4 * q + 1], xe, a[1]);
+                        }
+                    }
+                }
+            }
+        }
+        __m256 s[2];
+        scales16_raw(pk, blk, g, s);
+        for (int m = 0; m < M; m++) {
+            for (int h = 0; h < 2; h++) {
+                const __m256 part =
+                    M == 1 ? _mm256_add_ps(_mm256_add_ps(acc[m][0][h], acc[m][1][h]),
+                                           _mm256_add_ps(acc[m][2][h], acc[m][3][h]))
+                           : _mm256_add_ps(acc[m][0][h], acc[m][1][h]);
+                tot[m][h] = _mm256_fmadd_ps(part, s[h], tot[m][h]);
+            }
+        }
+    }
+    for (int m = 0; m < M; m++) {
+        _mm256_storeu_ps(y + (size_t)m * ldy, gemv_fix(pk, tot[m][0]));
+        _mm256_storeu_ps(y + (size_t)m * ldy + 8, gemv_fix(pk, tot[m][1]));
+    }
+}
+
+static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M, const uint16_t *const *x,
+                      float *y, size_t ldy) {
+#define GEMV_M(code)                                                                               \
+    switch (M) {                                                                                   \
+        case 1: gemv_bf16_impl(pk, blk, x, y, ldy, code, 1); break;                                \
+        case 2: gemv_bf16_impl(pk, blk, x, y, ldy, code, 2); break;                                \
+        case 3: gemv_bf16_impl(pk, blk, x, y, ldy, code, 3); break;                                \
+        default: gemv_bf16_impl(pk, blk, x, y, ldy, code, 4); break;                               \
+    }
+    switch (pk->code) {
+        case MOEQ__PK_I4: GEMV_M(MOEQ__PK_I4) break;
+        case MOEQ__PK_NIB: GEMV_M(MOEQ__PK_NIB) break;
+        case MOEQ__PK_E4M3: GEMV_M(MOEQ__PK_E4M3) break;
+        default: GEMV_M(MOEQ__PK_I8) break;
+    }
+#undef GEMV_M
 }
 
 /* ---- idot: int8 codes times int8 activation codes, exact int32 sums ----------------- */
@@ -1367,6 +1469,7 @@ const moeq__kern moeq__kern_avx2 = {
     .tile = tile,
     .panel_bf16 = panel_bf16,
     .tile_bf16 = tile_bf16,
+    .gemv_bf16 = gemv_bf16,
     .idot = idot,
     .iscale = iscale,
     .fdot = fdot,

@@ -2,8 +2,8 @@
  * kern_avx512.c - kernels for AVX-512 F/BW/VL with VNNI and VBMI (compiled
  * with those flags only; cpu.c checks the CPU and OS first).  The "avx512"
  * table is the AVX2 table with gemv, idot and the E4M3 panel replaced by the
- * ones here, and tile_bf16 where the CPU has AVX512_BF16; each gives the same
- * bits as its AVX2 twin (tests/check_simd.c).
+ * ones here, and tile_bf16 and gemv_bf16 where the CPU has AVX512_BF16; each
+ * gives the same bits as its AVX2 twin (tests/check_simd.c).
  *
  * gemv and panel: kern_avx2.c's with one 16-lane vector where it has two
  * 8-lane ones (a block's 16 rows), the same operations in the same order;
@@ -504,10 +504,212 @@ BF16_FN static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uin
     }
 }
 
+/* ---- gemv_bf16 -------------------------------------------------------------------- */
+
+/* Eight columns of a block as four vectors of bfloat16 code values, one row
+ * per 32-bit lane, column pair q (2q, 2q + 1) in w[q], its first column in
+ * the low half.  No floats on the way:
+ * - I4, NIB: vpermw looks each 16-bit half's low 5 bits up in a 32-entry
+ *   table that holds the 16 code values twice (bit 4 is the next nibble's
+ *   and does not matter).  I4: one vpmultishiftqb per pair puts its two
+ *   nibbles at the bottom of the halves; NIB: one vpermb per 4 columns puts
+ *   the bytes of columns 4j and 4j + 1 there (low nibbles), a 16-bit shift
+ *   by 4 their high nibbles (columns 4j + 2, 4j + 3).
+ * - E4M3: vpermi2b looks the low and the high byte of the bfloat16 of
+ *   e4m3(b & 0x7F) * 2^-8 up in two 128-entry tables, the sign bit is or-ed
+ *   into the high byte and one two-source vpermb per pair puts the bytes in
+ *   place.
+ * - I8: through floats, the pair's halves cut from their bit patterns. */
+#define E4B_SUB(m)                                                                                 \
+    ((m) == 0   ? 0                                                                                \
+     : (m) == 1 ? 0x3700                                                                           \
+     : (m) == 2 ? 0x3780                                                                           \
+     : (m) == 3 ? 0x37C0                                                                           \
+                : 0x3800 | ((m)-4) << 5) /* m * 2^-17 */
+#define E4B(i)    ((i) >> 3 ? (((i) >> 3) + 112) << 7 | ((i)&7) << 4 : E4B_SUB((i)&7))
+#define E4B_LO(i) (uint8_t)(E4B(i) & 0xFF)
+#define E4B_HI(i) (uint8_t)(E4B(i) >> 8)
+#define R8(F, i)  F(i), F(i + 1), F(i + 2), F(i + 3), F(i + 4), F(i + 5), F(i + 6), F(i + 7)
+#define R64(F, i)                                                                                  \
+    R8(F, i), R8(F, i + 8), R8(F, i + 16), R8(F, i + 24), R8(F, i + 32), R8(F, i + 40),            \
+        R8(F, i + 48), R8(F, i + 56)
+_Alignas(64) static const uint8_t e4b_lo[128] = {R64(E4B_LO, 0), R64(E4B_LO, 64)};
+_Alignas(64) static const uint8_t e4b_hi[128] = {R64(E4B_HI, 0), R64(E4B_HI, 64)};
+/* pair q of a 4-column E4M3 load: bytes lo, hi of column 2q then of 2q + 1 */
+#define E4P_B(q, r)                                                                                \
+    32 * (q) + (r), 64 + 32 * (q) + (r), 32 * (q) + 16 + (r), 64 + 32 * (q) + 16 + (r)
+#define E4P_V(q)                                                                                   \
+    {                                                                                              \
+        E4P_B(q, 0), E4P_B(q, 1), E4P_B(q, 2), E4P_B(q, 3), E4P_B(q, 4), E4P_B(q, 5), E4P_B(q, 6), \
+            E4P_B(q, 7), E4P_B(q, 8), E4P_B(q, 9), E4P_B(q, 10), E4P_B(q, 11), E4P_B(q, 12),       \
+            E4P_B(q, 13), E4P_B(q, 14), E4P_B(q, 15)                                               \
+    }
+_Alignas(64) static const uint8_t e4p_idx[2][64] = {E4P_V(0), E4P_V(1)};
+/* chunk h of a NIB load: the bytes of columns 4j and 4j + 1 of row r */
+#define NIBP_B(h, r) NIB_I(h, 0, r), NIB_I(h, 0, r), NIB_I(h, 1, r), NIB_I(h, 1, r)
+#define NIBP_V(h)                                                                                  \
+    {                                                                                              \
+        NIBP_B(h, 0), NIBP_B(h, 1), NIBP_B(h, 2), NIBP_B(h, 3), NIBP_B(h, 4), NIBP_B(h, 5),        \
+            NIBP_B(h, 6), NIBP_B(h, 7), NIBP_B(h, 8), NIBP_B(h, 9), NIBP_B(h, 10), NIBP_B(h, 11),  \
+            NIBP_B(h, 12), NIBP_B(h, 13), NIBP_B(h, 14), NIBP_B(h, 15)                             \
+    }
+_Alignas(64) static const uint8_t nibp_idx[2][64] = {NIBP_V(0), NIBP_V(1)};
+/* bfloat16 of n - 8 for n = 0..15, twice */
+#define I4B16                                                                                      \
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80, 0x0000, 0x3F80, 0x4000,        \
+        0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0
+_Alignas(64) static const uint16_t i4b_tab[32] = {I4B16, I4B16};
+
+/* pair q's nibbles of an I4 word at the bottom of its two halves (the
+ * bytes at bit offsets 8q and 8q + 4 of each row's word) */
+#define I4P_CTRL(q)                                                                                \
+    _mm512_set1_epi64((long long)((uint64_t)(8 * (q)) | (uint64_t)(8 * (q) + 4) << 16 |            \
+                                  (uint64_t)(32 + 8 * (q)) << 32 |                                 \
+                                  (uint64_t)(36 + 8 * (q)) << 48))
+
+AI __m512i e4m3_pair(__m512i v, __m512i tlo0, __m512i tlo1, __m512i thi0, __m512i thi1, int q) {
+    const __m512i lo = _mm512_permutex2var_epi8(tlo0, v, tlo1);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(thi0, v, thi1), v,
+                                                 _mm512_set1_epi8((char)0x80), 0xF8); /* a|(b&c) */
+    return _mm512_permutex2var_epi8(lo, _mm512_load_si512(e4p_idx[q]), hi);
+}
+
+AI __m512i i8_pair(const uint8_t *p) {
+    const __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+    const __m512 f1 =
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 16))));
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(_mm512_castps_si512(f0), 16),
+                                     _mm512_castps_si512(f1), _mm512_set1_epi32((int)0xFFFF0000u),
+                                     0xF8);
+}
+
+BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *const *x, float *y,
+                            size_t ldy, const int code, const int M) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    __m512i tab = _mm512_setzero_si512(), t1 = tab, t2 = tab, t3 = tab;
+    if (code == MOEQ__PK_I4) {
+        tab = _mm512_load_si512(i4b_tab);
+    } else if (code == MOEQ__PK_NIB) {
+        const __m128i l = _mm_loadu_si128((const __m128i *)(const void *)pk->lut_bf16[0]);
+        const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)pk->lut_bf16[1]);
+        const __m256i w = _mm256_set_m128i(_mm_unpackhi_epi8(l, h), _mm_unpacklo_epi8(l, h));
+        tab = _mm512_broadcast_i64x4(w);
+    } else if (code == MOEQ__PK_E4M3) {
+        tab = _mm512_load_si512(e4b_lo);
+        t1 = _mm512_load_si512(e4b_lo + 64);
+        t2 = _mm512_load_si512(e4b_hi);
+        t3 = _mm512_load_si512(e4b_hi + 64);
+    }
+    const uint16_t *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
+                   *x3 = M > 3 ? x[3] : x0;
+    const __m512 z = _mm512_setzero_ps();
+    __m512 t0 = z, tt1 = z, tt2 = z, tt3 = z;
+    const size_t gs = pk->gsize;
+    for (size_t g = 0; g < pk->groups; g++) {
+        /* M = 1: a0..a3 the chains of pairs q = 0..3 (mod 4); else per token
+         * m an even (e) and an odd (o) chain */
+        __m512 a0 = z, a1 = z, a2 = z, a3 = z, e0 = z, o0 = z, e1 = z, o1 = z, e2 = z, o2 = z,
+               e3 = z, o3 = z;
+        for (size_t k = g * gs; k < (g + 1) * gs; k += 8) {
+            PF8(bc, k, code);
+            __m512i w0, w1, w2, w3;
+            if (code == MOEQ__PK_I4) {
+                const __m512i u = _mm512_loadu_si512(bc + (k / 8) * 64);
+                w0 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4P_CTRL(0), u), tab);
+                w1 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4P_CTRL(1), u), tab);
+                w2 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4P_CTRL(2), u), tab);
+                w3 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4P_CTRL(3), u), tab);
+            } else if (code == MOEQ__PK_NIB) {
+                const __m512i v = _mm512_loadu_si512(bc + (k / 4) * 32);
+                const __m512i d0 = _mm512_permutexvar_epi8(_mm512_load_si512(nibp_idx[0]), v);
+                const __m512i d1 = _mm512_permutexvar_epi8(_mm512_load_si512(nibp_idx[1]), v);
+                w0 = _mm512_permutexvar_epi16(d0, tab);
+                w1 = _mm512_permutexvar_epi16(_mm512_srli_epi16(d0, 4), tab);
+                w2 = _mm512_permutexvar_epi16(d1, tab);
+                w3 = _mm512_permutexvar_epi16(_mm512_srli_epi16(d1, 4), tab);
+            } else if (code == MOEQ__PK_E4M3) {
+                const __m512i v = _mm512_loadu_si512(bc + k * MOEQ__PK_ROWS);
+                const __m512i v2 = _mm512_loadu_si512(bc + (k + 4) * MOEQ__PK_ROWS);
+                w0 = e4m3_pair(v, tab, t1, t2, t3, 0);
+                w1 = e4m3_pair(v, tab, t1, t2, t3, 1);
+                w2 = e4m3_pair(v2, tab, t1, t2, t3, 0);
+                w3 = e4m3_pair(v2, tab, t1, t2, t3, 1);
+            } else {
+                w0 = i8_pair(bc + k * MOEQ__PK_ROWS);
+                w1 = i8_pair(bc + (k + 2) * MOEQ__PK_ROWS);
+                w2 = i8_pair(bc + (k + 4) * MOEQ__PK_ROWS);
+                w3 = i8_pair(bc + (k + 6) * MOEQ__PK_ROWS);
+            }
+#define DP(a, xp, q, w)                                                                            \
+    do {                                                                                           \
+        int32_t pr_;                                                                               \
+        memcpy(&pr_, (xp) + k + 2 * (q), sizeof pr_);                                              \
+        a = _mm512_dpbf16_ps(a, (__m512bh)(w), (__m512bh)_mm512_set1_epi32(pr_));                  \
+    } while (0)
+#define TOK(m)                                                                                     \
+    if (M > m) {                                                                                   \
+        DP(e##m, x##m, 0, w0);                                                                     \
+        DP(o##m, x##m, 1, w1);                                                                     \
+        DP(e##m, x##m, 2, w2);                                                                     \
+        DP(o##m, x##m, 3, w3);                                                                     \
+    }
+            if (M == 1) {
+                DP(a0, x0, 0, w0);
+                DP(a1, x0, 1, w1);
+                DP(a2, x0, 2, w2);
+                DP(a3, x0, 3, w3);
+            } else {
+                TOK(0) TOK(1) TOK(2) TOK(3)
+            }
+#undef TOK
+#undef DP
+        }
+        const __m512 s = scales16_raw(pk, blk, g);
+        if (M == 1) {
+            t0 =
+                _mm512_fmadd_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)), s, t0);
+        } else {
+            t0 = _mm512_fmadd_ps(_mm512_add_ps(e0, o0), s, t0);
+            if (M > 1) tt1 = _mm512_fmadd_ps(_mm512_add_ps(e1, o1), s, tt1);
+            if (M > 2) tt2 = _mm512_fmadd_ps(_mm512_add_ps(e2, o2), s, tt2);
+            if (M > 3) tt3 = _mm512_fmadd_ps(_mm512_add_ps(e3, o3), s, tt3);
+        }
+    }
+    const __m512 tot[4] = {t0, tt1, tt2, tt3};
+    for (int m = 0; m < M; m++) {
+        __m512 t = tot[m];
+        if (pk->scale_kind == MOEQ__PS_E4M3_DIV) {
+            t = _mm512_div_ps(t, _mm512_set1_ps(pk->gdiv * 0x1p-8f));
+        }
+        _mm512_storeu_ps(y + (size_t)m * ldy, t);
+    }
+}
+
+BF16_FN static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M,
+                              const uint16_t *const *x, float *y, size_t ldy) {
+#define GEMV_M(code)                                                                               \
+    switch (M) {                                                                                   \
+        case 1: gemv_bf16_z(pk, blk, x, y, ldy, code, 1); break;                                   \
+        case 2: gemv_bf16_z(pk, blk, x, y, ldy, code, 2); break;                                   \
+        case 3: gemv_bf16_z(pk, blk, x, y, ldy, code, 3); break;                                   \
+        default: gemv_bf16_z(pk, blk, x, y, ldy, code, 4); break;                                  \
+    }
+    switch (pk->code) {
+        case MOEQ__PK_I4: GEMV_M(MOEQ__PK_I4) break;
+        case MOEQ__PK_NIB: GEMV_M(MOEQ__PK_NIB) break;
+        case MOEQ__PK_E4M3: GEMV_M(MOEQ__PK_E4M3) break;
+        default: GEMV_M(MOEQ__PK_I8) break;
+    }
+#undef GEMV_M
+}
+
 void moeq__kern_avx512_fill(moeq__kern *t) {
     t->name = "avx512";
     t->panel = panel;
     t->gemv = gemv;
     t->idot = idot;
-    if (moeq__cpu_avx512bf16()) t->tile_bf16 = tile_bf16; /* else the AVX2 one, same bits */
+    if (moeq__cpu_avx512bf16()) { /* else the AVX2 ones, same bits */
+        t->tile_bf16 = tile_bf16;
+        t->gemv_bf16 = gemv_bf16;
+    }
 }

@@ -36,7 +36,8 @@
  * layer in gemm1) and an expert has more rows than the gemv
  * takes, the panel holds the weight codes as bfloat16 pairs instead and
  * tile_bf16 sums exact products (vdpbf16ps where the CPU has it), scaled per
- * group afterwards.
+ * group afterwards; with fewer rows, on CPUs with AVX512_BF16, gemv_bf16
+ * does the same in registers.
  * The int8 and NVFP4 activation paths are proj_block_int and proj_block_fp4.
  */
 #include "moe.h"
@@ -94,10 +95,14 @@ typedef struct fast {
     bool per_row_x;
     bool int8;           /* l->int8_dot: activations as codes, integer products */
     int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
+    bool gemv_b;         /* the CPU has AVX512_BF16: up to MOEQ__GEMV_MAX rows of bfloat16
+                            values take gemv_bf16 (gemv_bf16_block) */
     bool fp8b;           /* FP8 activations (per token, tensor, static or group), an expert
-                            with more than MOEQ__GEMV_MAX rows: packed blocks take tile_bf16 */
+                            with more than MOEQ__GEMV_MAX rows or gemv_b: packed blocks take
+                            tile_bf16 or gemv_bf16 */
     bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or a weight-only layer's
-                            bf16 input (then every packed block takes tile_bf16 in gemm1) */
+                            bf16 input (then packed blocks take tile_bf16 or gemv_bf16 in
+                            gemm1) */
     uint16_t *xb, *ab;   /* bx, fp8b: the codes of xf and of A as bfloat16, where xq, aq go */
     float *xs, *as;      /* int8, fp8b: their scales, [T][nxs] and [rows][nas] */
     size_t nxs, nas;     /* scales per row: 1, or per group (FP8_GROUP) H / group, I / group */
@@ -457,6 +462,18 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
     }
 }
 
+/* Whether gemv_bf16 serves pj's blocks for up to MOEQ__GEMV_MAX rows, given
+ * bfloat16 rows (codes): on CPUs with AVX512_BF16 (gemv_b), where vdpbf16ps
+ * halves the gemv's operations per weight; elsewhere the float gemv, whose
+ * emulation of it in FMAs ran at 0.5-0.9x the float gemv's rate (kern_bench,
+ * avx2 table, hot).  The rule is the CPU's, not the table's, so that every
+ * table gives the same outputs on one CPU.  Activation scales per group
+ * (FP8_GROUP) stay on the float gemv: its rows hold them already. */
+static bool gemv_bf16_block(const fast *f, const moeq__proj *pj, bool codes) {
+    return codes && f->gemv_b && pj->w.kind == MOEQ__QW_PACKED &&
+           !(f->fp8b && f->l->act_kind == MOEQ__ACT_FP8_GROUP);
+}
+
 /* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything);
  * xg: the rows for the gemv kernel (gemv_rows); codes: t->xb holds the rows
  * as bfloat16 too. */
@@ -466,7 +483,14 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
     const moeq__qweight *w = &pj->w;
     const size_t cols = w->cols;
     if (w->kind == MOEQ__QW_PACKED && M <= MOEQ__GEMV_MAX) {
-        K->gemv(&pj->pk, b, M, xg, C, 16);
+        if (!gemv_bf16_block(f, pj, codes)) {
+            K->gemv(&pj->pk, b, M, xg, C, 16);
+            return;
+        }
+        K->gemv_bf16(&pj->pk, b, M, t->xb, C, 16);
+        for (size_t m = 0; m < M && f->fp8b; m++) {
+            for (size_t r = 0; r < 16; r++) C[m * 16 + r] *= t->xbs[m][0];
+        }
         return;
     }
     if (bf16_block(f, pj, codes)) {
@@ -672,10 +696,12 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
     const float *rows_g[MOEQ__GEMV_MAX], *rows_u[MOEQ__GEMV_MAX];
     const float *const *xg = t->xr, *const *xu = t->xr;
     if (!f->int8 && !f->fp4) { /* the float path's gemv rows */
-        xg = xu = gemv_rows(f, t, pg, M, t->xr, 0, rows_g);
-        if (pu->pk.code != pg->pk.code || pu->pk.gsize != pg->pk.gsize ||
-            pu->w.kind != pg->w.kind) {
-            xu = gemv_rows(f, t, pu, M, t->xr, 1, rows_u);
+        if (!gemv_bf16_block(f, pg, f->bx)) xg = gemv_rows(f, t, pg, M, t->xr, 0, rows_g);
+        if (!gemv_bf16_block(f, pu, f->bx)) {
+            xu = pu->pk.code == pg->pk.code && pu->pk.gsize == pg->pk.gsize &&
+                         pu->w.kind == pg->w.kind && xg != t->xr
+                     ? xg
+                     : gemv_rows(f, t, pu, M, t->xr, 1, rows_u);
         }
     }
     /* An expert with few rows has its whole projection in this item: gate's
@@ -744,7 +770,9 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     }
     const moeq__proj *pd = &l->projs[it->e * 3 + MOEQ__DOWN];
     const float *rows[MOEQ__GEMV_MAX];
-    const float *const *xg = f->int8 || f->fp4 ? t->xr : gemv_rows(f, t, pd, M, t->xr, 0, rows);
+    const float *const *xg = f->int8 || f->fp4 || gemv_bf16_block(f, pd, f->fp8b)
+                                 ? t->xr
+                                 : gemv_rows(f, t, pd, M, t->xr, 0, rows);
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
             prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB); /* the panels fetch their own */
@@ -1018,12 +1046,15 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
             f.row_of[q] = r;
         }
     }
-    /* FP8 activations keep their codes too (bfloat16, with their scales) when
-     * some expert has rows enough for the tiles. */
-    f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && f.mmax > MOEQ__GEMV_MAX &&
+    /* FP8 activations keep their codes too (bfloat16, with their scales), and
+     * a weight-only layer its bf16 input, when some expert has rows enough for
+     * the tiles or the CPU runs gemv_bf16. */
+    f.gemv_b = moeq__cpu_avx512bf16();
+    const bool bf16_rows = f.mmax > MOEQ__GEMV_MAX || f.gemv_b;
+    f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
              (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
               l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
-    f.bx = f.fp8b || (!f.int8 && !f.fp4 && !f.per_row_x && f.mmax > MOEQ__GEMV_MAX &&
+    f.bx = f.fp8b || (!f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
                       l->act_kind == MOEQ__ACT_NONE && io->x_dtype == MOEQ_DTYPE_BF16 &&
                       !c->apply_router_weight_on_input);
     f.nxs = f.nas = 1;

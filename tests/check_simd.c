@@ -642,7 +642,7 @@ START_TEST(test_fdot) {
             rows[m].sum12 = sum12 + m * (C / 16);
         }
         const float d = s.pk.gdiv * 0x1p-8f * 4.0f * gsc;
-        for (size_t mm = 1; mm <= M; mm += 2) {
+        for (size_t mm = 1; mm <= M; mm++) {
             for (size_t b = 0; b < s.pk.blocks; b++) {
                 float yp[7 * 20], ys[7 * 20];
                 P->fdot(&s.pk, b, mm, rows, yp, 20);

@@ -485,6 +485,23 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
 /* ------------------------------------------------------------------------ */
 
 #define MOEQ__GEMV_MAX 4 /* tokens per gemv call */
+
+/* The SIMD gemv kernels' dispatch, for the pk and M in scope: F(code, m)
+ * with pk->code and M (1, 2, 3, or 4 for more) as compile-time constants. */
+#define MOEQ__GEMV_DISPATCH(F)                                                                     \
+    switch (pk->code) {                                                                            \
+        case MOEQ__PK_I4: MOEQ__GEMV_ROWS(F, MOEQ__PK_I4) break;                                    \
+        case MOEQ__PK_NIB: MOEQ__GEMV_ROWS(F, MOEQ__PK_NIB) break;                                  \
+        case MOEQ__PK_E4M3: MOEQ__GEMV_ROWS(F, MOEQ__PK_E4M3) break;                                \
+        default: MOEQ__GEMV_ROWS(F, MOEQ__PK_I8) break;                                             \
+    }
+#define MOEQ__GEMV_ROWS(F, code)                                                                   \
+    switch (M) {                                                                                   \
+        case 1: F(code, 1); break;                                                                 \
+        case 2: F(code, 2); break;                                                                 \
+        case 3: F(code, 3); break;                                                                 \
+        default: F(code, 4); break;                                                                \
+    }
 #define MOEQ__TILE_MAX 6 /* tokens per tile or idot call */
 #define MOEQ__IDOT_KMAX 131070 /* columns per idot call: the int32 sums cannot overflow */
 

@@ -913,20 +913,9 @@ AI void gemv_bf16_impl(const moeq__packed *pk, size_t blk, const uint16_t *const
 
 static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M, const uint16_t *const *x,
                       float *y, size_t ldy) {
-#define GEMV_M(code)                                                                               \
-    switch (M) {                                                                                   \
-        case 1: gemv_bf16_impl(pk, blk, x, y, ldy, code, 1); break;                                \
-        case 2: gemv_bf16_impl(pk, blk, x, y, ldy, code, 2); break;                                \
-        case 3: gemv_bf16_impl(pk, blk, x, y, ldy, code, 3); break;                                \
-        default: gemv_bf16_impl(pk, blk, x, y, ldy, code, 4); break;                               \
-    }
-    switch (pk->code) {
-        case MOEQ__PK_I4: GEMV_M(MOEQ__PK_I4) break;
-        case MOEQ__PK_NIB: GEMV_M(MOEQ__PK_NIB) break;
-        case MOEQ__PK_E4M3: GEMV_M(MOEQ__PK_E4M3) break;
-        default: GEMV_M(MOEQ__PK_I8) break;
-    }
-#undef GEMV_M
+#define CALL(code, m) gemv_bf16_impl(pk, blk, x, y, ldy, code, m)
+    MOEQ__GEMV_DISPATCH(CALL)
+#undef CALL
 }
 
 /* ---- idot: int8 codes times int8 activation codes, exact int32 sums ----------------- */

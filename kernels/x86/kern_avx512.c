@@ -400,20 +400,9 @@ AI void gemv_z(const moeq__packed *pk, size_t blk, const float *const *x, float 
 
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
                  size_t ldy) {
-#define GEMV_M(code)                                                                               \
-    switch (M) {                                                                                   \
-        case 1: gemv_z(pk, blk, x, y, ldy, code, 1); break;                                        \
-        case 2: gemv_z(pk, blk, x, y, ldy, code, 2); break;                                        \
-        case 3: gemv_z(pk, blk, x, y, ldy, code, 3); break;                                        \
-        default: gemv_z(pk, blk, x, y, ldy, code, 4); break;                                       \
-    }
-    switch (pk->code) {
-        case MOEQ__PK_I4: GEMV_M(MOEQ__PK_I4) break;
-        case MOEQ__PK_NIB: GEMV_M(MOEQ__PK_NIB) break;
-        case MOEQ__PK_E4M3: GEMV_M(MOEQ__PK_E4M3) break;
-        default: GEMV_M(MOEQ__PK_I8) break;
-    }
-#undef GEMV_M
+#define CALL(code, m) gemv_z(pk, blk, x, y, ldy, code, m)
+    MOEQ__GEMV_DISPATCH(CALL)
+#undef CALL
 }
 
 /* ---- panel ------------------------------------------------------------------------ */
@@ -687,20 +676,9 @@ BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *
 
 BF16_FN static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M,
                               const uint16_t *const *x, float *y, size_t ldy) {
-#define GEMV_M(code)                                                                               \
-    switch (M) {                                                                                   \
-        case 1: gemv_bf16_z(pk, blk, x, y, ldy, code, 1); break;                                   \
-        case 2: gemv_bf16_z(pk, blk, x, y, ldy, code, 2); break;                                   \
-        case 3: gemv_bf16_z(pk, blk, x, y, ldy, code, 3); break;                                   \
-        default: gemv_bf16_z(pk, blk, x, y, ldy, code, 4); break;                                  \
-    }
-    switch (pk->code) {
-        case MOEQ__PK_I4: GEMV_M(MOEQ__PK_I4) break;
-        case MOEQ__PK_NIB: GEMV_M(MOEQ__PK_NIB) break;
-        case MOEQ__PK_E4M3: GEMV_M(MOEQ__PK_E4M3) break;
-        default: GEMV_M(MOEQ__PK_I8) break;
-    }
-#undef GEMV_M
+#define CALL(code, m) gemv_bf16_z(pk, blk, x, y, ldy, code, m)
+    MOEQ__GEMV_DISPATCH(CALL)
+#undef CALL
 }
 
 void moeq__kern_avx512_fill(moeq__kern *t) {

@@ -326,6 +326,18 @@ _Alignas(64) static const uint8_t e4m3_idx[2][64] = {
     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                                                       \
         _mm_loadu_si128((const __m128i *)(const void *)((bc) + (k)*MOEQ__PK_ROWS))))
 
+/* A gemv's last step: the M totals, E4M3_DIV ones divided once by
+ * gdiv * 2^-8, into y. */
+AI void gemv_store(const moeq__packed *pk, const __m512 *tot, int M, float *y, size_t ldy) {
+    for (int m = 0; m < M; m++) {
+        __m512 t = tot[m];
+        if (pk->scale_kind == MOEQ__PS_E4M3_DIV) {
+            t = _mm512_div_ps(t, _mm512_set1_ps(pk->gdiv * 0x1p-8f));
+        }
+        _mm512_storeu_ps(y + (size_t)m * ldy, t);
+    }
+}
+
 /* kern_avx2.c's gemv with one 16-lane vector where it has two 8-lane ones,
  * the same chains in the same order (kernels.h): for M = 1 one per column
  * phase k % 4, added as (c0 + c1) + (c2 + c3); for M = 2 two per token
@@ -389,13 +401,7 @@ AI void gemv_z(const moeq__packed *pk, size_t blk, const float *const *x, float 
 #undef TOT
     }
     const __m512 tot[4] = {t0, t1, t2, t3};
-    for (int m = 0; m < M; m++) {
-        __m512 t = tot[m];
-        if (pk->scale_kind == MOEQ__PS_E4M3_DIV) {
-            t = _mm512_div_ps(t, _mm512_set1_ps(pk->gdiv * 0x1p-8f));
-        }
-        _mm512_storeu_ps(y + (size_t)m * ldy, t);
-    }
+    gemv_store(pk, tot, M, y, ldy);
 }
 
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
@@ -665,13 +671,7 @@ BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *
         }
     }
     const __m512 tot[4] = {t0, tt1, tt2, tt3};
-    for (int m = 0; m < M; m++) {
-        __m512 t = tot[m];
-        if (pk->scale_kind == MOEQ__PS_E4M3_DIV) {
-            t = _mm512_div_ps(t, _mm512_set1_ps(pk->gdiv * 0x1p-8f));
-        }
-        _mm512_storeu_ps(y + (size_t)m * ldy, t);
-    }
+    gemv_store(pk, tot, M, y, ldy);
 }
 
 BF16_FN static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M,

@@ -520,7 +520,7 @@ BF16_FN static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uin
      : (m) == 1 ? 0x3700                                                                           \
      : (m) == 2 ? 0x3780                                                                           \
      : (m) == 3 ? 0x37C0                                                                           \
-                : 0x3800 | ((m)-4) << 5) /* m * 2^-17 */
+                : 0x3800 | ((m)&3) << 5) /* m * 2^-17 */
 #define E4B(i)    ((i) >> 3 ? (((i) >> 3) + 112) << 7 | ((i)&7) << 4 : E4B_SUB((i)&7))
 #define E4B_LO(i) (uint8_t)(E4B(i) & 0xFF)
 #define E4B_HI(i) (uint8_t)(E4B(i) >> 8)

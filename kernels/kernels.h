@@ -453,6 +453,8 @@ typedef struct moeq__packed {
     float scale_mul;       /* ks = decoded scale * scale_mul (256 for E4M3 codes, else 1) */
     float lut[16];         /* NIB: kernel value of each nibble */
     uint8_t lut_bf16[2][16]; /* NIB: low and high byte of the bfloat16 of lut[i] (exact) */
+    bool bf16_scaled;        /* every kv * ks is zero or a normal bfloat16 (exact): set after
+                                moeq__pk_fill by moeq__pk_bf16_scaled */
 } moeq__packed;
 
 /* Bytes per element of a scale kind. */
@@ -463,6 +465,11 @@ size_t moeq__pk_scale_size(int32_t scale_kind);
  * gdiv_hint > 0 proposes the E4M3_DIV divisor.  Fills everything but the
  * codes/scales pointers.  Returns false when w cannot be packed. */
 bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *out);
+/* Whether every scaled value kv * ks of a filled pk (its real rows) is zero or
+ * a normal bfloat16, exactly: I4, NIB or I8 codes (at most 8 significant
+ * bits) with E8M0 scales (powers of two) whose exponents keep every nonzero
+ * product within bfloat16's normal range.  Then panel_bf16 may scale. */
+bool moeq__pk_bf16_scaled(const moeq__packed *pk);
 /* Writes the codes ([blocks * blk_code_bytes]) and scales
  * ([blocks * blk_scale_bytes]) of a planned w.  row_buf: cols bytes. */
 void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *codes,
@@ -543,9 +550,11 @@ typedef struct moeq__kern {
      * weight-only layers) and code values, exact in float32: every packed
      * code value kv is a bfloat16 (integers up to 8 bits, E2M1 and NIB
      * tables, E4M3 * 2^-8).  panel_bf16: for k in [k0, k0 + nk),
-     * Pb[((k - k0) / 2) * 32 + 2 r + k % 2] = bfloat16 of kv(blk*16 + r, k);
-     * k0, nk multiples of 8.  Exact. */
-    void (*panel_bf16)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb);
+     * Pb[((k - k0) / 2) * 32 + 2 r + k % 2] = bfloat16 of kv(blk*16 + r, k),
+     * or with `scaled` (only where pk->bf16_scaled) of kv * ks (the scale of
+     * k's group, moeq__pk_ks); k0, nk multiples of 8.  Exact. */
+    void (*panel_bf16)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
+                       int scaled);
     /* C[m*ldc + r] = (accumulate ? C + S : S) for m < M <= 6, r < 16, where,
      * with w the bfloat16 panel above (nk columns, a multiple of 4) and x[m] a
      * row of bfloat16 values (none subnormal, and every product a multiple of

@@ -383,21 +383,34 @@ static const float *const *gemv_rows(const fast *f, const tscratch *t, const moe
     return out;
 }
 
-/* Scale groups narrower than this keep the float path: each group's sums
- * need their own tile_bf16 calls and scaling, and with groups of 32 columns
- * (w4a16_mxfp4, T=512, calls alternating) the layer took 1.04-1.05x the
- * float path's time, against 0.79x for groups of 128 (wna16). */
+/* Scale groups narrower than this keep the float path unless the panels can
+ * hold scaled values (scaled_panels): each group's sums need their own
+ * tile_bf16 calls and scaling, and with groups of 32 columns (w4a16_mxfp4,
+ * T=512, calls alternating) the layer took 1.04-1.05x the float path's time,
+ * against 0.79x for groups of 128 (wna16). */
 #define BF16_MIN_GROUP 128
+
+static bool grouped_fp8(const fast *f) {
+    return f->fp8b && f->l->act_kind == MOEQ__ACT_FP8_GROUP;
+}
+
+/* Whether pj's bfloat16 panels hold kv * ks (exact: E8M0 scales in range,
+ * pk.bf16_scaled) and its tiles run over all columns at once, as one group
+ * of scale 1.  Not with per-group activation scales, which multiply each
+ * group's sum. */
+static bool scaled_panels(const fast *f, const moeq__proj *pj) {
+    return pj->pk.bf16_scaled && !grouped_fp8(f);
+}
 
 /* Whether the bfloat16 block serves pj, given bfloat16 rows (codes): packed
  * codes of any kind (every packed code value is a bfloat16) in groups of at
- * least BF16_MIN_GROUP columns (or one group), with per-group activation
- * scales only on the weight's own groups. */
+ * least BF16_MIN_GROUP columns (or one group) or with scaled panels, with
+ * per-group activation scales only on the weight's own groups. */
 static bool bf16_block(const fast *f, const moeq__proj *pj, bool codes) {
     if (!codes || pj->w.kind != MOEQ__QW_PACKED) return false;
+    if (scaled_panels(f, pj)) return true;
     if (pj->pk.groups > 1 && pj->pk.gsize < BF16_MIN_GROUP) return false;
-    return !f->fp8b || f->l->act_kind != MOEQ__ACT_FP8_GROUP ||
-           (size_t)f->l->act_group == pj->pk.gsize;
+    return !grouped_fp8(f) || (size_t)f->l->act_group == pj->pk.gsize;
 }
 
 /* A weight-only layer's bf16 input row as tile_bf16 reads it: the same
@@ -429,20 +442,23 @@ static void group_term(float *restrict c, const float *restrict s, const float *
  * to KB columns), C[m*16 + r] = sum_g ks(r, g) * S(m, r, g), the groups'
  * terms added in group order (products, then a sum), as the int8 path does;
  * for FP8 activations times xs[m] at the end, or with per-group activation
- * scales each term times xs[m][g].  A token's result does not depend on M. */
+ * scales each term times xs[m][g].  With scaled panels (kv * ks) the whole
+ * row is one sum, C = S.  A token's result does not depend on M. */
 static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b,
                             size_t M, float *C) {
-    const bool grouped = f->fp8b && f->l->act_kind == MOEQ__ACT_FP8_GROUP;
+    const bool grouped = grouped_fp8(f), scaled = scaled_panels(f, pj);
     const moeq__packed *pk = &pj->pk;
+    const size_t groups = scaled ? 1 : pk->groups, gsize = scaled ? pk->cols : pk->gsize;
     uint16_t *Pb = (uint16_t *)(void *)t->P; /* KB x 16 bfloat16: half of P */
-    float *S = pk->groups > 1 ? t->Sg : C;
+    float *S = scaled ? C : t->Sg; /* scaled: the sums are the result */
     const size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
     const size_t base = M / ntile, extra = M % ntile;
-    for (size_t g = 0; g < pk->groups; g++) {
-        const size_t g0 = g * pk->gsize, g1 = g0 + pk->gsize;
+    for (size_t g = 0; g < groups; g++) {
+        const size_t g0 = g * gsize, g1 = g0 + gsize;
         for (size_t k0 = g0; k0 < g1; k0 += KB) {
             const size_t nk = g1 - k0 < KB ? g1 - k0 : KB;
-            f->K->panel_bf16(pk, b, k0, nk, Pb); /* it fetches the next panel's codes */
+            /* it fetches the next panel's codes */
+            f->K->panel_bf16(pk, b, k0, nk, Pb, scaled);
             for (size_t m = 0; m < M; m++) t->xbo[m] = t->xb[m] + k0;
             size_t m0 = 0;
             for (size_t i = 0; i < ntile; i++) {
@@ -451,6 +467,7 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
                 m0 += mt;
             }
         }
+        if (scaled) continue;
         float ks[16];
         for (size_t r = 0; r < 16; r++) ks[r] = moeq__pk_ks(pk, b * 16 + r, g);
         for (size_t m = 0; m < M; m++) {

@@ -104,6 +104,7 @@ moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
         memset(codes + cb + sb, 0, 64);
         pk->codes = codes;
         pk->scales = codes + cb;
+        pk->bf16_scaled = moeq__pk_bf16_scaled(pk);
         at += (cb + sb + 64 + 63) / 64 * 64;
     }
     moeq__free(l->pk_arena);

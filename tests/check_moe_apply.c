@@ -149,8 +149,9 @@ START_TEST(test_kernel_tables_agree) {
 END_TEST
 
 /* The bfloat16 tiles take scale groups of 128 columns or more (or one per
- * row): such layers, wider than the ones above, in every table (w4a8_fp8:
- * int4 codes times FP8 activation codes). */
+ * row), or E8M0 scales folded into the panels (w4a16_mxfp4, groups of 32):
+ * such layers, wider than the ones above, in every table (w4a8_fp8: int4
+ * codes times FP8 activation codes). */
 START_TEST(test_bf16_tiles_tables_agree) {
     static const struct {
         moeq_test_scheme_args a;
@@ -179,6 +180,9 @@ START_TEST(test_bf16_tiles_tables_agree) {
           "\"dynamic\":true}",
           "float-quantized", 0, 0},
          MOEQ_SCHEME_W8A8_FP8},
+        {{"{\"num_bits\":4,\"type\":\"float\",\"group_size\":32}", "null",
+          "mxfp4-pack-quantized", 0, 0},
+         MOEQ_SCHEME_W4A16_MXFP4},
     };
     const int c = _i / 2;
     tables_agree(&cases[c].a, cases[c].scheme, 256, 128, _i % 2, 100u + (uint32_t)_i);
@@ -190,7 +194,7 @@ static Suite *moe_apply_suite(void) {
     TCase *tc = tcase_create("schemes");
     tcase_add_loop_test(tc, test_every_scheme_matches_reference, 0, MOEQ_SCHEME_COUNT);
     tcase_add_loop_test(tc, test_kernel_tables_agree, 0, 2 * MOEQ_SCHEME_COUNT);
-    tcase_add_loop_test(tc, test_bf16_tiles_tables_agree, 0, 12);
+    tcase_add_loop_test(tc, test_bf16_tiles_tables_agree, 0, 14);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -326,7 +326,7 @@ START_TEST(test_packed_kernels) {
             uint16_t *bp = malloc(2 * 16 * C), *bs = malloc(2 * 16 * C);
             for (size_t b = 0; b < s.pk.blocks; b++) {
                 size_t k0 = C >= 16 ? 8 : 0, nk = C - k0;
-                P->panel_bf16(&s.pk, b, k0, nk, bp);
+                P->panel_bf16(&s.pk, b, k0, nk, bp, 0);
                 for (size_t k = 0; k < nk; k++) {
                     for (size_t r = 0; r < 16; r++) {
                         float kv = moeq__pk_kv(&s.pk, b * 16 + r, k0 + k);
@@ -336,9 +336,26 @@ START_TEST(test_packed_kernels) {
                 }
                 if (S) {
                     memset(bs, 0xFF, 2 * 16 * C);
-                    S->panel_bf16(&s.pk, b, k0, nk, bs);
+                    S->panel_bf16(&s.pk, b, k0, nk, bs, 0);
                     ck_assert_msg(memcmp(bp, bs, 2 * 16 * nk) == 0,
                                   "%s panel_bf16 differs (shape %zu block %zu)", S->name, si, b);
+                }
+                /* scaled: kv * ks, where the plan allows it (E8M0 scales) */
+                if (!moeq__pk_bf16_scaled(&s.pk)) continue;
+                P->panel_bf16(&s.pk, b, k0, nk, bp, 1);
+                for (size_t k = 0; k < nk; k++) {
+                    for (size_t r = 0; r < 16 && b * 16 + r < R; r++) {
+                        const float v = want[(b * 16 + r) * C + k0 + k];
+                        ck_assert_uint_eq((uint32_t)bp[(k / 2) * 32 + 2 * r + k % 2] << 16,
+                                          bits(v));
+                    }
+                }
+                if (S) {
+                    memset(bs, 0xFF, 2 * 16 * C);
+                    S->panel_bf16(&s.pk, b, k0, nk, bs, 1);
+                    ck_assert_msg(memcmp(bp, bs, 2 * 16 * nk) == 0,
+                                  "%s scaled panel_bf16 differs (shape %zu block %zu)", S->name, si,
+                                  b);
                 }
             }
             free(bp);
@@ -451,6 +468,41 @@ START_TEST(test_packed_kernels) {
         free(ps);
         free(want);
         free(got);
+        free_weight(&s);
+    }
+}
+END_TEST
+
+/* moeq__pk_bf16_scaled: E8M0 scales whose products with every code value
+ * stay normal bfloat16s allow scaled panels; a scale of 2^-127 (E8M0 byte 0)
+ * under E2M1's 0.5, a scale of 2^127 over 6, or any other scale kind do
+ * not. */
+START_TEST(test_bf16_scaled_plan) {
+    g_rng = 0x5CA1u;
+    static const struct {
+        int kind, bits, sk;
+        float odd; /* one scale set to this when nonzero */
+        bool want;
+    } cases[] = {
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0.0f, true},
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p-126f, false}, /* 0.5 * 2^-126: subnormal */
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p-125f, true},  /* 0.5 * 2^-125 = 2^-126 */
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p-127f, false},
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p125f, true},
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p126f, false}, /* 6 * 2^126 overflows bfloat16 */
+        {MOEQ__QW_INT_PACKED, 4, SK_E8M0, 0.0f, true},
+        {MOEQ__QW_I8, 8, SK_E8M0, 0.0f, true},
+        {MOEQ__QW_E2M1, 4, SK_E4M3_DIV, 0.0f, false},
+        {MOEQ__QW_INT_PACKED, 4, SK_BF16, 0.0f, false},
+        {MOEQ__QW_E4M3, 8, SK_F32, 0.0f, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        src_weight s;
+        make_weight(cases[i].kind, cases[i].bits, 20, 64, 32, cases[i].sk, &s);
+        if (cases[i].odd != 0.0f) s.scale[7] = cases[i].odd;
+        ck_assert(pack(&s));
+        ck_assert_msg(moeq__pk_bf16_scaled(&s.pk) == cases[i].want, "case %zu: %d", i,
+                      (int)moeq__pk_bf16_scaled(&s.pk));
         free_weight(&s);
     }
 }
@@ -855,6 +907,7 @@ static Suite *simd_suite(void) {
         tcase_add_checked_fixture(tc, level == 1 ? level_avx2 : level_avx512, NULL);
         tcase_add_loop_test(tc, test_packed_kernels, 0, (int)(sizeof k_kinds / sizeof k_kinds[0]));
         tcase_add_test(tc, test_not_packed);
+        tcase_add_test(tc, test_bf16_scaled_plan);
         tcase_add_test(tc, test_tile);
         tcase_add_test(tc, test_tile_bf16);
         tcase_add_test(tc, test_fdot);

@@ -88,11 +88,14 @@ static void tile(const float *P, size_t nk, size_t M, const float *const *x, flo
     }
 }
 
-static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb) {
+static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
+                       int scaled) {
     for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+        const size_t row = blk * MOEQ__PK_ROWS + r;
         for (size_t k = k0; k < k0 + nk; k++) {
-            const float kv = moeq__pk_kv(pk, blk * MOEQ__PK_ROWS + r, k);
-            Pb[((k - k0) / 2) * 32 + 2 * r + (k - k0) % 2] = (uint16_t)(moeq__f32_bits(kv) >> 16);
+            float v = moeq__pk_kv(pk, row, k);
+            if (scaled) v = v * moeq__pk_ks(pk, row, k / pk->gsize);
+            Pb[((k - k0) / 2) * 32 + 2 * r + (k - k0) % 2] = (uint16_t)(moeq__f32_bits(v) >> 16);
         }
     }
 }

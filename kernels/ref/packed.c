@@ -317,3 +317,37 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
         }
     }
 }
+
+bool moeq__pk_bf16_scaled(const moeq__packed *pk) {
+    if (pk->scale_kind != MOEQ__PS_E8M0 || pk->code == MOEQ__PK_E4M3 || !pk->scales) return false;
+    /* the exponents (floor of log2) of the smallest and largest nonzero |kv| */
+    int kmin = 0, kmax = 0;
+    if (pk->code == MOEQ__PK_I4) {
+        kmax = 3; /* |n - 8| <= 8 */
+    } else if (pk->code == MOEQ__PK_I8) {
+        kmax = 7; /* |q| <= 128 */
+    } else {
+        bool any = false;
+        for (int n = 0; n < 16; n++) {
+            if (pk->lut[n] == 0.0f) continue;
+            int x;
+            frexpf(pk->lut[n], &x);
+            kmin = any && kmin < x - 1 ? kmin : x - 1;
+            kmax = any && kmax > x - 1 ? kmax : x - 1;
+            any = true;
+        }
+        if (!any) return true; /* every value is zero */
+    }
+    /* the scales' exponents (E8M0 byte e: 2^(e - 127), e = 0 the subnormal 2^-127) */
+    int emin = 255, emax = 0;
+    for (size_t r = 0; r < pk->rows; r++) {
+        const uint8_t *p =
+            pk->scales + (r / MOEQ__PK_ROWS) * pk->blk_scale_bytes + r % MOEQ__PK_ROWS;
+        for (size_t g = 0; g < pk->groups; g++) {
+            const int e = p[g * MOEQ__PK_ROWS];
+            emin = e < emin ? e : emin;
+            emax = e > emax ? e : emax;
+        }
+    }
+    return pk->rows == 0 || (kmin + emin - 127 >= -126 && kmax + emax - 127 <= 127);
+}

@@ -747,29 +747,47 @@ AI void kv4(const uint8_t *bc, size_t k, const int code, __m256i lutl, __m256i l
     }
 }
 
-/* kv4's code values in pairs. */
+/* kv4's code values in pairs, with `scaled` times their group's scales (a
+ * product, exact where the caller may ask for it). */
 AI void panel_bf16_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
-                        const int code) {
+                        const int code, const int scaled) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
     const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
     const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
+    __m256 s[2] = {_mm256_set1_ps(1.0f), _mm256_set1_ps(1.0f)};
+    size_t g_end = 0;
     for (size_t k = k0; k < k0 + nk; k += 4) {
         __m256 f[8];
         uint16_t *o = Pb + ((k - k0) / 2) * 32;
         PF_AT(bc, k + nk, code); /* the next panel's codes */
         kv4(bc, k, code, lutl, luth, f);
+        if (scaled) {
+            if (k >= g_end) {
+                scales16(pk, blk, k / pk->gsize, s);
+                g_end = (k / pk->gsize + 1) * pk->gsize;
+            }
+            for (int i = 0; i < 8; i++) f[i] = _mm256_mul_ps(f[i], s[i & 1]);
+        }
         store_pairs(o, f[0], f[1], f[2], f[3]);
         store_pairs(o + 32, f[4], f[5], f[6], f[7]);
     }
 }
 
-static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb) {
-    switch (pk->code) {
-        case MOEQ__PK_I4: panel_bf16_impl(pk, blk, k0, nk, Pb, MOEQ__PK_I4); break;
-        case MOEQ__PK_NIB: panel_bf16_impl(pk, blk, k0, nk, Pb, MOEQ__PK_NIB); break;
-        case MOEQ__PK_I8: panel_bf16_impl(pk, blk, k0, nk, Pb, MOEQ__PK_I8); break;
-        default: panel_bf16_impl(pk, blk, k0, nk, Pb, MOEQ__PK_E4M3); break;
+static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
+                       int scaled) {
+#define PB16(code)                                                                                 \
+    if (scaled) {                                                                                  \
+        panel_bf16_impl(pk, blk, k0, nk, Pb, code, 1);                                             \
+    } else {                                                                                       \
+        panel_bf16_impl(pk, blk, k0, nk, Pb, code, 0);                                             \
     }
+    switch (pk->code) {
+        case MOEQ__PK_I4: PB16(MOEQ__PK_I4) break;
+        case MOEQ__PK_NIB: PB16(MOEQ__PK_NIB) break;
+        case MOEQ__PK_I8: PB16(MOEQ__PK_I8) break;
+        default: PB16(MOEQ__PK_E4M3) break;
+    }
+#undef PB16
 }
 
 /* One or two (M) tokens of tile_bf16: for each, rows 0-7 and 8-15 in an even

@@ -466,9 +466,11 @@ size_t moeq__pk_scale_size(int32_t scale_kind);
  * codes/scales pointers.  Returns false when w cannot be packed. */
 bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *out);
 /* Whether every scaled value kv * ks of a filled pk (its real rows) is zero or
- * a normal bfloat16, exactly: I4, NIB or I8 codes (at most 8 significant
- * bits) with E8M0 scales (powers of two) whose exponents keep every nonzero
- * product within bfloat16's normal range.  Then panel_bf16 may scale. */
+ * a normal bfloat16, exactly, and a multiple of 2^-19 (so that its products
+ * with tile_bf16's inputs are multiples of 2^-126, as unscaled code values'
+ * are): I4, NIB or I8 codes (at most 8 significant bits) with E8M0 scales
+ * (powers of two) whose exponents keep every product within those bounds.
+ * Then panel_bf16 may scale. */
 bool moeq__pk_bf16_scaled(const moeq__packed *pk);
 /* Writes the codes ([blocks * blk_code_bytes]) and scales
  * ([blocks * blk_scale_bytes]) of a planned w.  row_buf: cols bytes. */

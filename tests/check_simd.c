@@ -65,7 +65,7 @@ typedef struct src_weight {
 /* A random scale exactly representable in `sk` and in no narrower kind. */
 static float scale_of(int sk, float gdiv) {
     switch (sk) {
-        case SK_E8M0: return ldexpf(1.0f, (int)(rnd() % 40) - 30);
+        case SK_E8M0: return ldexpf(1.0f, (int)(rnd() % 30) - 18); /* panels may scale */
         case SK_E4M3_DIV: {
             uint8_t b = (uint8_t)(0x08 + rnd() % 0x70); /* positive, finite, subnormals too */
             return moeq__e4m3_to_f32(b) / gdiv;
@@ -474,9 +474,9 @@ START_TEST(test_packed_kernels) {
 END_TEST
 
 /* moeq__pk_bf16_scaled: E8M0 scales whose products with every code value
- * stay normal bfloat16s allow scaled panels; a scale of 2^-127 (E8M0 byte 0)
- * under E2M1's 0.5, a scale of 2^127 over 6, or any other scale kind do
- * not. */
+ * stay normal bfloat16s and multiples of 2^-19 allow scaled panels; a scale
+ * that takes E2M1's 0.5 below 2^-19 (or to a subnormal), one that takes 6
+ * past bfloat16's range, or any other scale kind does not. */
 START_TEST(test_bf16_scaled_plan) {
     g_rng = 0x5CA1u;
     static const struct {
@@ -485,12 +485,14 @@ START_TEST(test_bf16_scaled_plan) {
         bool want;
     } cases[] = {
         {MOEQ__QW_E2M1, 4, SK_E8M0, 0.0f, true},
-        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p-126f, false}, /* 0.5 * 2^-126: subnormal */
-        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p-125f, true},  /* 0.5 * 2^-125 = 2^-126 */
-        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p-127f, false},
-        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p125f, true},
-        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p126f, false}, /* 6 * 2^126 overflows bfloat16 */
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p-18f, true},   /* 0.5 * 2^-18 = 2^-19 */
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p-19f, false},  /* 2^-20 */
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p-127f, false}, /* 2^-128: subnormal */
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p125f, true},   /* 6 * 2^125 = 1.5 * 2^127 */
+        {MOEQ__QW_E2M1, 4, SK_E8M0, 0x1p126f, false},  /* 6 * 2^126 overflows bfloat16 */
         {MOEQ__QW_INT_PACKED, 4, SK_E8M0, 0.0f, true},
+        {MOEQ__QW_INT_PACKED, 4, SK_E8M0, 0x1p-19f, true}, /* integers: 1 * 2^-19 */
+        {MOEQ__QW_INT_PACKED, 4, SK_E8M0, 0x1p-20f, false},
         {MOEQ__QW_I8, 8, SK_E8M0, 0.0f, true},
         {MOEQ__QW_E2M1, 4, SK_E4M3_DIV, 0.0f, false},
         {MOEQ__QW_INT_PACKED, 4, SK_BF16, 0.0f, false},

@@ -320,20 +320,24 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
 
 bool moeq__pk_bf16_scaled(const moeq__packed *pk) {
     if (pk->scale_kind != MOEQ__PS_E8M0 || pk->code == MOEQ__PK_E4M3 || !pk->scales) return false;
-    /* the exponents (floor of log2) of the smallest and largest nonzero |kv| */
-    int kmin = 0, kmax = 0;
+    /* the exponents (floor of log2) of the smallest and largest nonzero |kv|,
+     * and of the finest unit every kv is a multiple of */
+    int kmin = 0, kmax = 0, kunit = 0;
     if (pk->code == MOEQ__PK_I4) {
-        kmax = 3; /* |n - 8| <= 8 */
+        kmax = 3; /* |n - 8| <= 8, integers */
     } else if (pk->code == MOEQ__PK_I8) {
-        kmax = 7; /* |q| <= 128 */
+        kmax = 7; /* |q| <= 128, integers */
     } else {
         bool any = false;
         for (int n = 0; n < 16; n++) {
             if (pk->lut[n] == 0.0f) continue;
             int x;
-            frexpf(pk->lut[n], &x);
+            const float m = frexpf(pk->lut[n], &x); /* |m| in [0.5, 1), 24 bits */
+            int u = x - 24;
+            for (uint32_t i = (uint32_t)fabsf(ldexpf(m, 24)); !(i & 1u); i >>= 1) u++;
             kmin = any && kmin < x - 1 ? kmin : x - 1;
             kmax = any && kmax > x - 1 ? kmax : x - 1;
+            kunit = any && kunit < u ? kunit : u;
             any = true;
         }
         if (!any) return true; /* every value is zero */
@@ -349,5 +353,9 @@ bool moeq__pk_bf16_scaled(const moeq__packed *pk) {
             emax = e > emax ? e : emax;
         }
     }
-    return pk->rows == 0 || (kmin + emin - 127 >= -126 && kmax + emax - 127 <= 127);
+    /* normal bfloat16s, and multiples of 2^-19: tile_bf16's inputs (bf16
+     * values of at least 2^-100, multiples of 2^-107, or E4M3 codes) then
+     * make products that are multiples of 2^-126, and no sum is subnormal */
+    return pk->rows == 0 || (kmin + emin - 127 >= -126 && kmax + emax - 127 <= 127 &&
+                             kunit + emin - 127 >= -19);
 }

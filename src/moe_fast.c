@@ -425,6 +425,14 @@ static void bf16_input_row(const uint16_t *src, size_t n, bool bad, uint16_t *ds
     }
 }
 
+/* FP8 rows (one scale each) on the bfloat16 path: C[m*16 + r] *= xs[m] for m < M. */
+static void times_row_scale(const fast *f, const tscratch *t, size_t M, float *C) {
+    if (!f->fp8b || grouped_fp8(f)) return;
+    for (size_t m = 0; m < M; m++) {
+        for (size_t r = 0; r < 16; r++) C[m * 16 + r] *= t->xbs[m][0];
+    }
+}
+
 /* c[r] = (first ? 0 : c[r]) + (s[r] * ks[r]) * xs for r < 16 (xs = 1 is exact);
  * restrict lets the compiler vectorize it without alias checks. */
 static void group_term(float *restrict c, const float *restrict s, const float *restrict ks,
@@ -474,9 +482,7 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
             group_term(C + m * 16, S + m * 16, ks, grouped ? t->xbs[m][g] : 1.0f, g == 0);
         }
     }
-    for (size_t m = 0; m < M && f->fp8b && !grouped; m++) {
-        for (size_t r = 0; r < 16; r++) C[m * 16 + r] *= t->xbs[m][0];
-    }
+    times_row_scale(f, t, M, C);
 }
 
 /* Whether gemv_bf16 serves pj's blocks for up to MOEQ__GEMV_MAX rows, given
@@ -487,8 +493,7 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
  * table gives the same outputs on one CPU.  Activation scales per group
  * (FP8_GROUP) stay on the float gemv: its rows hold them already. */
 static bool gemv_bf16_block(const fast *f, const moeq__proj *pj, bool codes) {
-    return codes && f->gemv_b && pj->w.kind == MOEQ__QW_PACKED &&
-           !(f->fp8b && f->l->act_kind == MOEQ__ACT_FP8_GROUP);
+    return codes && f->gemv_b && pj->w.kind == MOEQ__QW_PACKED && !grouped_fp8(f);
 }
 
 /* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything);
@@ -505,9 +510,7 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
             return;
         }
         K->gemv_bf16(&pj->pk, b, M, t->xb, C, 16);
-        for (size_t m = 0; m < M && f->fp8b; m++) {
-            for (size_t r = 0; r < 16; r++) C[m * 16 + r] *= t->xbs[m][0];
-        }
+        times_row_scale(f, t, M, C);
         return;
     }
     if (bf16_block(f, pj, codes)) {
@@ -713,12 +716,11 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
     const float *rows_g[MOEQ__GEMV_MAX], *rows_u[MOEQ__GEMV_MAX];
     const float *const *xg = t->xr, *const *xu = t->xr;
     if (!f->int8 && !f->fp4) { /* the float path's gemv rows */
-        if (!gemv_bf16_block(f, pg, f->bx)) xg = gemv_rows(f, t, pg, M, t->xr, 0, rows_g);
-        if (!gemv_bf16_block(f, pu, f->bx)) {
-            xu = pu->pk.code == pg->pk.code && pu->pk.gsize == pg->pk.gsize &&
-                         pu->w.kind == pg->w.kind && xg != t->xr
-                     ? xg
-                     : gemv_rows(f, t, pu, M, t->xr, 1, rows_u);
+        if (!gemv_bf16_block(f, pg, f->bx)) xg = xu = gemv_rows(f, t, pg, M, t->xr, 0, rows_g);
+        if (!gemv_bf16_block(f, pu, f->bx) &&
+            (pu->pk.code != pg->pk.code || pu->pk.gsize != pg->pk.gsize ||
+             pu->w.kind != pg->w.kind)) {
+            xu = gemv_rows(f, t, pu, M, t->xr, 1, rows_u);
         }
     }
     /* An expert with few rows has its whole projection in this item: gate's

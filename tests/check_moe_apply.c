@@ -152,40 +152,42 @@ END_TEST
  * row), or E8M0 scales folded into the panels (w4a16_mxfp4, groups of 32):
  * such layers, wider than the ones above, in every table (w4a8_fp8: int4
  * codes times FP8 activation codes). */
+static const struct {
+    moeq_test_scheme_args a;
+    int32_t scheme;
+} k_bf16_cases[] = {
+    {{"{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized", 0, 0},
+     MOEQ_SCHEME_WNA16},
+    {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}", "null",
+      "float-quantized", 0, 0},
+     MOEQ_SCHEME_W8A16_FP8},
+    {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
+      "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
+      "float-quantized", 0, 0},
+     MOEQ_SCHEME_W8A8_FP8},
+    {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
+      "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\",\"dynamic\":true}",
+      "float-quantized", 0, 0},
+     MOEQ_SCHEME_W8A8_FP8},
+    {{"{\"num_bits\":4,\"group_size\":128}",
+      "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
+      "pack-quantized", 0, 0},
+     MOEQ_SCHEME_W4A8_FP8},
+    {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"block\",\"block_structure\":[128,"
+      "128]}",
+      "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,"
+      "\"dynamic\":true}",
+      "float-quantized", 0, 0},
+     MOEQ_SCHEME_W8A8_FP8},
+    {{"{\"num_bits\":4,\"type\":\"float\",\"group_size\":32}", "null",
+      "mxfp4-pack-quantized", 0, 0},
+     MOEQ_SCHEME_W4A16_MXFP4},
+};
+
 START_TEST(test_bf16_tiles_tables_agree) {
-    static const struct {
-        moeq_test_scheme_args a;
-        int32_t scheme;
-    } cases[] = {
-        {{"{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized", 0, 0},
-         MOEQ_SCHEME_WNA16},
-        {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}", "null",
-          "float-quantized", 0, 0},
-         MOEQ_SCHEME_W8A16_FP8},
-        {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
-          "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
-          "float-quantized", 0, 0},
-         MOEQ_SCHEME_W8A8_FP8},
-        {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
-          "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\",\"dynamic\":true}",
-          "float-quantized", 0, 0},
-         MOEQ_SCHEME_W8A8_FP8},
-        {{"{\"num_bits\":4,\"group_size\":128}",
-          "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
-          "pack-quantized", 0, 0},
-         MOEQ_SCHEME_W4A8_FP8},
-        {{"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"block\",\"block_structure\":[128,"
-          "128]}",
-          "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,"
-          "\"dynamic\":true}",
-          "float-quantized", 0, 0},
-         MOEQ_SCHEME_W8A8_FP8},
-        {{"{\"num_bits\":4,\"type\":\"float\",\"group_size\":32}", "null",
-          "mxfp4-pack-quantized", 0, 0},
-         MOEQ_SCHEME_W4A16_MXFP4},
-    };
     const int c = _i / 2;
-    tables_agree(&cases[c].a, cases[c].scheme, 256, 128, _i % 2, 100u + (uint32_t)_i);
+    tables_agree(&k_bf16_cases[c].a, k_bf16_cases[c].scheme, 256, 128, _i % 2,
+                 100u + (uint32_t)_i);
 }
 END_TEST
 
@@ -194,7 +196,8 @@ static Suite *moe_apply_suite(void) {
     TCase *tc = tcase_create("schemes");
     tcase_add_loop_test(tc, test_every_scheme_matches_reference, 0, MOEQ_SCHEME_COUNT);
     tcase_add_loop_test(tc, test_kernel_tables_agree, 0, 2 * MOEQ_SCHEME_COUNT);
-    tcase_add_loop_test(tc, test_bf16_tiles_tables_agree, 0, 14);
+    tcase_add_loop_test(tc, test_bf16_tiles_tables_agree, 0,
+                        2 * (int)(sizeof k_bf16_cases / sizeof k_bf16_cases[0]));
     suite_add_tcase(s, tc);
     return s;
 }

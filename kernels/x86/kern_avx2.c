@@ -700,7 +700,7 @@ static void tile(const float *P, size_t nk, size_t M, const float *const *x, flo
     }
 }
 
-/* ---- the bfloat16 pair path: FP8 activation codes on E4M3 weights ------------------ */
+/* ---- the bfloat16 path: panels of code values, tile_bf16, gemv_bf16 ---------------- */
 
 /* Columns k and k + 1 of rows 0-7 (a0, b0) and 8-15 (a1, b1), exact float32
  * code values, as bfloat16 pairs: each float32 cut to its top half (exact
@@ -853,14 +853,7 @@ static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *c
 
 #define GB16_CHUNK 256 /* columns of x made float32 at a time */
 
-/* n (a multiple of 8) bfloat16 values as float32 */
-AI void bf16_to_f32_rows(const uint16_t *src, size_t n, float *dst) {
-    for (size_t i = 0; i < n; i += 8) {
-        const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
-        _mm256_store_ps(dst + i,
-                        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-    }
-}
+static void bf16_to_f32(const uint16_t *src, size_t n, float *dst); /* the table's, below */
 
 /* gemv_bf16 (kernels.h): kv4's code values in registers against the rows of
  * x made float32 (exact) GB16_CHUNK columns at a time, each pair of exact
@@ -887,7 +880,7 @@ AI void gemv_bf16_impl(const moeq__packed *pk, size_t blk, const uint16_t *const
         for (size_t kc = g * pk->gsize; kc < (g + 1) * pk->gsize; kc += GB16_CHUNK) {
             const size_t n =
                 (g + 1) * pk->gsize - kc < GB16_CHUNK ? (g + 1) * pk->gsize - kc : GB16_CHUNK;
-            for (int m = 0; m < M; m++) bf16_to_f32_rows(x[m] + kc, n, xf[m]);
+            for (int m = 0; m < M; m++) bf16_to_f32(x[m] + kc, n, xf[m]);
             for (size_t j = 0; j < n; j += 8) {
                 const size_t k = kc + j;
                 PF(bc, k, code);

@@ -454,6 +454,14 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
  * only this function is compiled for it, and cpu.c says whether it runs. */
 #define BF16_FN __attribute__((target("avx512bf16")))
 
+/* a + the products of w's pairs with the pair at xp (two bfloat16 values)
+ * broadcast to every lane: one vdpbf16ps */
+BF16_FN AI __m512 dp_pair(__m512 a, __m512i w, const uint16_t *xp) {
+    int32_t pr;
+    memcpy(&pr, xp, sizeof pr);
+    return _mm512_dpbf16_ps(a, (__m512bh)w, (__m512bh)_mm512_set1_epi32(pr));
+}
+
 BF16_FN AI void tile_bf16_z(const uint16_t *Pb, size_t nk, const uint16_t *const *x, float *C,
                             size_t ldc, int accumulate, const int M) {
     const __m512 z = _mm512_setzero_ps();
@@ -462,22 +470,15 @@ BF16_FN AI void tile_bf16_z(const uint16_t *Pb, size_t nk, const uint16_t *const
     const uint16_t *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
                    *x3 = M > 3 ? x[3] : x0, *x4 = M > 4 ? x[4] : x0, *x5 = M > 5 ? x[5] : x0;
     for (size_t p = 0; p < nk / 2; p += 2) {
-        const __m512bh we = (__m512bh)_mm512_loadu_si512(Pb + p * 32);
-        const __m512bh wo = (__m512bh)_mm512_loadu_si512(Pb + p * 32 + 32);
-#define DP(a, xp, q, w)                                                                            \
-    do {                                                                                           \
-        int32_t pr_;                                                                               \
-        memcpy(&pr_, (xp) + 2 * (p + (q)), sizeof pr_);                                            \
-        a = _mm512_dpbf16_ps(a, w, (__m512bh)_mm512_set1_epi32(pr_));                              \
-    } while (0)
+        const __m512i we = _mm512_loadu_si512(Pb + p * 32);
+        const __m512i wo = _mm512_loadu_si512(Pb + p * 32 + 32);
 #define ROW(m)                                                                                     \
     if (M > m) {                                                                                   \
-        DP(e##m, x##m, 0, we);                                                                     \
-        DP(o##m, x##m, 1, wo);                                                                     \
+        e##m = dp_pair(e##m, we, x##m + 2 * p);                                                    \
+        o##m = dp_pair(o##m, wo, x##m + 2 * p + 2);                                                \
     }
         ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
 #undef ROW
-#undef DP
     }
     const __m512 S[6] = {_mm512_add_ps(e0, o0), _mm512_add_ps(e1, o1), _mm512_add_ps(e2, o2),
                          _mm512_add_ps(e3, o3), _mm512_add_ps(e4, o4), _mm512_add_ps(e5, o5)};
@@ -635,12 +636,7 @@ BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *
                 w2 = i8_pair(bc + (k + 4) * MOEQ__PK_ROWS);
                 w3 = i8_pair(bc + (k + 6) * MOEQ__PK_ROWS);
             }
-#define DP(a, xp, q, w)                                                                            \
-    do {                                                                                           \
-        int32_t pr_;                                                                               \
-        memcpy(&pr_, (xp) + k + 2 * (q), sizeof pr_);                                              \
-        a = _mm512_dpbf16_ps(a, (__m512bh)(w), (__m512bh)_mm512_set1_epi32(pr_));                  \
-    } while (0)
+#define DP(a, xp, q, w) a = dp_pair(a, w, (xp) + k + 2 * (q))
 #define TOK(m)                                                                                     \
     if (M > m) {                                                                                   \
         DP(e##m, x##m, 0, w0);                                                                     \

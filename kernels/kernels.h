@@ -516,10 +516,19 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
 
 /* A row of NVFP4 activation codes as fdot reads it (cols a multiple of 16). */
 typedef struct moeq__fp4row {
-    const int8_t *v;      /* [cols]: 2 * the E2M1 value of each code, in [-12, 12] */
+    const int8_t *v;      /* [cols]: 2 * the E2M1 value of each code, in [-12, 12], column k
+                             at v[moeq__fp4_pos(k)] */
     const float *sc;      /* [cols / 16]: the E4M3 value of each group's local scale */
-    const int16_t *sum12; /* [cols / 16]: 12 * the sum of the group's v */
+    const int32_t *sum12; /* [cols / 16]: 12 * the sum of the group's v */
 } moeq__fp4row;
+
+/* Where column k sits in a moeq__fp4row's v: within each 8 columns the order
+ * is 0, 1, 4, 5, 2, 3, 6, 7 (bits 1 and 2 of k swapped, a map that is its
+ * own inverse), the order in which the SIMD fdot kernels meet a NIB block's
+ * codes: the low nibbles of two 4-column chunks, then their high nibbles. */
+static inline size_t moeq__fp4_pos(size_t k) {
+    return (k & ~(size_t)6) | ((k & 2u) << 1) | ((k & 4u) >> 1);
+}
 
 typedef struct moeq__kern {
     const char *name;
@@ -600,7 +609,7 @@ typedef struct moeq__kern {
      * gsize 16.  For m < M (any number), r < 16:
      *   y[m*ldy + r] = acc after, for each group g in order,
      *   acc = fma(float(S_g), ws_g * x[m].sc[g], acc) from acc = 0,
-     * where S_g = sum over the group's k of (2 * kv) * x[m].v[k], exact in
+     * where S_g = sum over the group's k of (2 * kv) * x[m].v[moeq__fp4_pos(k)], exact in
      * integers, and ws_g = e4m3(b) * 2^-8 (the scale gemv applies undivided).
      * The caller divides by gdiv * 2^-8 * 4 * (the activations' global scale).
      * Bit-identical across tables. */
@@ -608,8 +617,9 @@ typedef struct moeq__kern {
                  size_t ldy);
     /* One row of n values (n a multiple of 16) quantized to NVFP4 with global
      * scale gsc exactly as moeq__actq_nvfp4_ref does, written as fdot reads
-     * it: v[k] = 2 * e2m1(code k), sc[g] = e4m3(scale byte g), sum12[g]. */
-    void (*q_nvfp4)(const float *x, size_t n, float gsc, int8_t *v, float *sc, int16_t *sum12);
+     * it: v[moeq__fp4_pos(k)] = 2 * e2m1(code k), sc[g] = e4m3(scale byte
+     * g), sum12[g]. */
+    void (*q_nvfp4)(const float *x, size_t n, float gsc, int8_t *v, float *sc, int32_t *sum12);
     /* q[i] = clamp(round_half_even(x[i] / s), -128, 127), NaN -> 0: the int8
      * code qdq_int8 multiplies by s (moeq__actq_int8_static_ref, zero point 0). */
     void (*q_int8)(const float *x, size_t n, float s, int16_t *q);

@@ -109,7 +109,7 @@ typedef struct fast {
     bool fp4;            /* l->fp4_dot: NVFP4 activations as codes, fdot */
     int8_t *x4v, *a4v;   /* fp4: codes per row, [rows, H], [rows, I] */
     float *x4s, *a4s;    /* fp4: group scales, [rows, H / 16], [rows, I / 16] */
-    int16_t *x4u, *a4u;  /* fp4: 12 x group sums, likewise */
+    int32_t *x4u, *a4u;  /* fp4: 12 x group sums, likewise */
     float ts1, ts2;
     float *partial; /* [threads] */
     const item *items;
@@ -312,7 +312,7 @@ static void code_row_fp8(const fast *f, float *v, size_t n, float act_scale, flo
 }
 
 /* Row r of an fp4 code set (v, s, u with n columns per row). */
-static moeq__fp4row fp4_row(int8_t *v, float *s, int16_t *u, size_t n, size_t r) {
+static moeq__fp4row fp4_row(int8_t *v, float *s, int32_t *u, size_t n, size_t r) {
     moeq__fp4row x = {v + r * n, s + r * (n / 16), u + r * (n / 16)};
     return x;
 }
@@ -321,11 +321,11 @@ static moeq__fp4row fp4_row(int8_t *v, float *s, int16_t *u, size_t n, size_t r)
  * bad row zeros (its output is NaN whatever they are; nothing reads memory
  * no step wrote). */
 static void code_row_fp4(const fast *f, const float *x, size_t n, float gsc, int8_t *v, float *s,
-                         int16_t *u, size_t r, bool bad) {
+                         int32_t *u, size_t r, bool bad) {
     if (bad) {
         memset(v + r * n, 0, n);
         memset(s + r * (n / 16), 0, n / 16 * sizeof(float));
-        memset(u + r * (n / 16), 0, n / 16 * sizeof(int16_t));
+        memset(u + r * (n / 16), 0, n / 16 * sizeof(int32_t));
         return;
     }
     f->K->q_nvfp4(x, n, gsc, v + r * n, s + r * (n / 16), u + r * (n / 16));
@@ -1094,8 +1094,8 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     size_t at_q4 = at_q + q_bytes; /* fp4: x4v, a4v, x4s, a4s, x4u, a4u */
     if (f.fp4) {
         q_bytes += up64(f.rows * f.H) + up64(f.rows * f.I) + up64(f.rows * f.H / 16 * 4) +
-                   up64(f.rows * f.I / 16 * 4) + up64(f.rows * f.H / 16 * 2) +
-                   up64(f.rows * f.I / 16 * 2);
+                   up64(f.rows * f.I / 16 * 4) + up64(f.rows * f.H / 16 * 4) +
+                   up64(f.rows * f.I / 16 * 4);
     }
     size_t at_t = at_q + q_bytes;
     size_t total = at_t + (size_t)nt * f.tstride + 64;
@@ -1133,9 +1133,9 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
             q += up64(f.rows * f.H / 16 * 4);
             f.a4s = (float *)(void *)q;
             q += up64(f.rows * f.I / 16 * 4);
-            f.x4u = (int16_t *)(void *)q;
-            q += up64(f.rows * f.H / 16 * 2);
-            f.a4u = (int16_t *)(void *)q;
+            f.x4u = (int32_t *)(void *)q;
+            q += up64(f.rows * f.H / 16 * 4);
+            f.a4u = (int32_t *)(void *)q;
         }
         uint8_t *tb = base + at_t;
         f.tbase = tb + ((64 - ((uintptr_t)tb & 63u)) & 63u);

@@ -686,7 +686,7 @@ START_TEST(test_fdot) {
         moeq__dequant_ref(&s.w, 0, R, w);
         int8_t *v = malloc(M * C);
         float *sc = malloc(sizeof(float) * M * (C / 16));
-        int16_t *sum12 = malloc(sizeof(int16_t) * M * (C / 16));
+        int32_t *sum12 = malloc(sizeof(int32_t) * M * (C / 16));
         moeq__fp4row rows[7];
         const float gsc = (float)(ldexp(1.0, (int)(rnd() % 12)) * (0.5 + uni()));
         for (size_t m = 0; m < M; m++) {
@@ -742,17 +742,17 @@ static void check_q_nvfp4(const float *x, size_t n, float gsc, const float *qdq)
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
     static int8_t vp[2048], vs[2048];
     static float scp[128], scs[128];
-    static int16_t sump[128], sums[128];
+    static int32_t sump[128], sums[128];
     P->q_nvfp4(x, n, gsc, vp, scp, sump);
     S->q_nvfp4(x, n, gsc, vs, scs, sums);
     ck_assert_msg(memcmp(vp, vs, n) == 0, "q_nvfp4 codes differ (n %zu)", n);
     same_floats(scp, scs, n / 16, "q_nvfp4 scales");
-    ck_assert_msg(memcmp(sump, sums, n / 16 * sizeof(int16_t)) == 0, "q_nvfp4 sums differ");
+    ck_assert_msg(memcmp(sump, sums, n / 16 * sizeof(int32_t)) == 0, "q_nvfp4 sums differ");
     for (size_t g = 0; g < n / 16; g++) {
         int sum = 0;
         const float eff = scp[g] / gsc;
         for (size_t k = g * 16; k < g * 16 + 16; k++) {
-            const int8_t c = vp[k];
+            const int8_t c = vp[moeq__fp4_pos(k)];
             ck_assert_int_le(abs(c), 12);
             sum += c;
             ck_assert_msg((float)c * 0.5f * eff == qdq[k], "q_nvfp4 element %zu: %d * %a != %a", k,

@@ -171,7 +171,7 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
             for (size_t g = 0; g < pk->groups; g++) {
                 int32_t S = 0;
                 for (size_t k = g * 16; k < g * 16 + 16; k++) {
-                    S += (int32_t)(2.0f * moeq__pk_kv(pk, row, k)) * x[m].v[k];
+                    S += (int32_t)(2.0f * moeq__pk_kv(pk, row, k)) * x[m].v[moeq__fp4_pos(k)];
                 }
                 acc = fmaf((float)S, gemv_scale(pk, row, g) * x[m].sc[g], acc);
             }
@@ -231,7 +231,7 @@ static void q_fp8_bf16(const float *x, size_t n, float s, uint16_t *b) {
     }
 }
 
-static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, int16_t *sum12) {
+static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, int32_t *sum12) {
     uint8_t packed[CHUNK / 2], sf[CHUNK / 16];
     float e2m1[CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
@@ -242,11 +242,11 @@ static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, i
             int sum = 0;
             for (size_t c = g * 16; c < g * 16 + 16; c++) {
                 const int8_t val = (int8_t)(2.0f * e2m1[c]);
-                v[i + c] = val;
+                v[moeq__fp4_pos(i + c)] = val;
                 sum += val;
             }
             sc[i / 16 + g] = moeq__e4m3_to_f32(sf[g]);
-            sum12[i / 16 + g] = (int16_t)(12 * sum);
+            sum12[i / 16 + g] = 12 * sum;
         }
     }
 }

@@ -1079,9 +1079,11 @@ static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
 /* A NIB chunk (4 columns x 16 rows) holds in lane L of its 32 bytes rows
  * 4L + {0-3, 8-11}, columns 4j, 4j + 1 in the low nibbles and 4j + 2, 4j + 3
  * in the high ones.  FDOT_PERM puts each lane's rows 0-3 first and a row's
- * two columns side by side; after the byte table, interleaving the low and
- * high results by 16 bits gives each row its 4 columns in a 32-bit lane,
- * rows 0-7 in one vector and 8-15 in the other. */
+ * two columns side by side; after the byte table, interleaving by 16 bits
+ * the low results of two chunks (and then their high ones) gives each row
+ * 4 columns in a 32-bit lane, rows 0-7 in one vector and 8-15 in the other:
+ * columns 0, 1, 4, 5 of the 8 (then 2, 3, 6, 7), the order of v
+ * (moeq__fp4_pos). */
 #define FDOT_PERM_LANE 0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15
 #define FDOT_WIN 256 /* columns decoded per window: 4 KiB of codes in L1 */
 
@@ -1099,15 +1101,19 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
     _Alignas(32) float S[FDOT_WIN / 16 * MOEQ__PK_ROWS];
     for (size_t k0 = 0; k0 < pk->cols; k0 += FDOT_WIN) {
         const size_t nk = pk->cols - k0 < FDOT_WIN ? pk->cols - k0 : FDOT_WIN, ng = nk / 16;
-        for (size_t j = 0; j < nk / 4; j++) { /* W + 64j: rows 0-7, then 8-15, 4 columns each */
-            if (!(j & 1)) PF(bc, k0 + 4 * j, MOEQ__PK_NIB);
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(bc + (k0 / 4 + j) * 32));
-            raw = _mm256_shuffle_epi8(raw, perm);
-            const __m256i lo = _mm256_shuffle_epi8(tbl, _mm256_and_si256(raw, low4));
-            const __m256i hi =
-                _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
-            _mm256_store_si256((__m256i *)(W + j * 64), _mm256_unpacklo_epi16(lo, hi));
-            _mm256_store_si256((__m256i *)(W + j * 64 + 32), _mm256_unpackhi_epi16(lo, hi));
+        for (size_t j = 0; j < nk / 4; j += 2) { /* W + 64j: rows 0-7, then 8-15, 4 columns each */
+            PF(bc, k0 + 4 * j, MOEQ__PK_NIB);
+            __m256i lo[2], hi[2];
+            for (size_t c = 0; c < 2; c++) {
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(bc + (k0 / 4 + j + c) * 32));
+                raw = _mm256_shuffle_epi8(raw, perm);
+                lo[c] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(raw, low4));
+                hi[c] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
+            }
+            _mm256_store_si256((__m256i *)(W + j * 64), _mm256_unpacklo_epi16(lo[0], lo[1]));
+            _mm256_store_si256((__m256i *)(W + j * 64 + 32), _mm256_unpackhi_epi16(lo[0], lo[1]));
+            _mm256_store_si256((__m256i *)(W + j * 64 + 64), _mm256_unpacklo_epi16(hi[0], hi[1]));
+            _mm256_store_si256((__m256i *)(W + j * 64 + 96), _mm256_unpackhi_epi16(hi[0], hi[1]));
         }
         for (size_t g = 0; g < ng; g++) {
             __m256 sc[2];
@@ -1118,7 +1124,7 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
         for (size_t m = 0; m < M; m++) {
             const int8_t *xv = x[m].v + k0;
             const float *xs = x[m].sc + k0 / 16;
-            const int16_t *xsum = x[m].sum12 + k0 / 16;
+            const int32_t *xsum = x[m].sum12 + k0 / 16;
             float *ym = y + m * ldy;
             __m256 a0 = _mm256_setzero_ps(), a1 = a0; /* rows 0-7, 8-15, across windows in y */
             if (k0) {
@@ -1334,7 +1340,7 @@ AI __m256 nvfp4_local_scales(const float *x, size_t ng, __m256 g) {
                             _mm256_cmp_ps(sf, _mm256_setzero_ps(), _CMP_EQ_OQ));
 }
 
-static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, int16_t *sum12) {
+static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, int32_t *sum12) {
     const __m256 g = _mm256_set1_ps(gsc);
     for (size_t i0 = 0; i0 < n; i0 += 128) {
         const size_t ng = (n - i0) / 16 < 8 ? (n - i0) / 16 : 8;
@@ -1353,13 +1359,16 @@ static void q_nvfp4(const float *x, size_t n, float gsc, int8_t *v, float *sc, i
             const __m256i w =
                 _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8); /* k order */
             const __m128i w16lo = _mm256_castsi256_si128(w), w16hi = _mm256_extracti128_si256(w, 1);
-            _mm_storeu_si128((__m128i *)(void *)(v + i0 + 16 * j), _mm_packs_epi16(w16lo, w16hi));
+            const __m128i fp4_order = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11,
+                                                    14, 15); /* moeq__fp4_pos */
+            _mm_storeu_si128((__m128i *)(void *)(v + i0 + 16 * j),
+                             _mm_shuffle_epi8(_mm_packs_epi16(w16lo, w16hi), fp4_order));
             /* 12 * the sum: pairs, then the 8 int16 sums of the two halves */
             const __m128i s8 = _mm_madd_epi16(_mm_add_epi16(w16lo, w16hi), _mm_set1_epi16(1));
             __m128i t = _mm_add_epi32(s8, _mm_shuffle_epi32(s8, 0x4E));
             t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
             sc[(i0 >> 4) + j] = sfv[j];
-            sum12[(i0 >> 4) + j] = (int16_t)(12 * _mm_cvtsi128_si32(t));
+            sum12[(i0 >> 4) + j] = 12 * _mm_cvtsi128_si32(t);
         }
     }
 }

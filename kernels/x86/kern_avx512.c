@@ -1,9 +1,10 @@
 /*
  * kern_avx512.c - kernels for AVX-512 F/BW/VL with VNNI and VBMI (compiled
  * with those flags only; cpu.c checks the CPU and OS first).  The "avx512"
- * table is the AVX2 table with gemv, idot and the E4M3 panel replaced by the
- * ones here, and tile_bf16 and gemv_bf16 where the CPU has AVX512_BF16; each
- * gives the same bits as its AVX2 twin (tests/check_simd.c).
+ * table is the AVX2 table with gemv, idot, fdot and the E4M3 panel replaced
+ * by the ones here, and tile_bf16 and gemv_bf16 where the CPU has
+ * AVX512_BF16; each gives the same bits as its AVX2 twin
+ * (tests/check_simd.c).
  *
  * gemv and panel: kern_avx2.c's with one 16-lane vector where it has two
  * 8-lane ones (a block's 16 rows), the same operations in the same order;
@@ -18,10 +19,12 @@
  * consecutive columns broadcast to every lane.  One lane holds one row, so a
  * 64-byte vector is 16 rows x 4 columns.  The sums are exact integers.
  *
+ * fdot: vpdpbusd too, on 8-lane vectors (see there).
+ *
  * Not here, measured against the AVX2 kernels in the same loop (kern_bench,
- * hot, this Zen 4 host): a 16-lane fdot (VNNI) ran at 0.85-1.12x, the
- * 16-lane panels of int4, NIB and I8 codes at 0.85-0.93x and a 16-lane
- * tile at 0.99-1.03x (it is bound by the FMA rate either way).
+ * hot, this Zen 4 host): the 16-lane panels of int4, NIB and I8 codes ran
+ * at 0.85-0.93x and a 16-lane tile at 0.99-1.03x (it is bound by the FMA
+ * rate either way).
  */
 #include "kernels.h"
 
@@ -444,6 +447,119 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
     }
 }
 
+/* ---- fdot -------------------------------------------------------------------------- */
+
+/* vpdpbusd as in idot: the weights are the unsigned side, 2 kv + 12 (0..24),
+ * the activation codes the signed side, and a group's sums start at -12
+ * times the sum of its codes (sum12) instead of zero.  Two NIB chunks
+ * (8 columns) go through one vpermi2b per 8 rows (fd_idx), which gives
+ * each 32-bit lane one row's bytes of columns 0 and 1 of each chunk, the
+ * low nibbles holding columns 0, 1, 4, 5 of the 8 and the high ones 2, 3,
+ * 6, 7: the order of v (moeq__fp4_pos), so that four consecutive
+ * activation codes, broadcast, meet them.  A vpermb per nibble then makes
+ * the codes 2 kv + 12 (32-entry table: the 16 codes' values twice, so that
+ * the fifth index bit, which is the next nibble's, does not matter).  The
+ * decoded group (16 columns x 16 rows) stays in registers for up to FDOT_M
+ * tokens.  (kern_bench, hot, one token: 1.6-1.8x kern_avx2.c's fdot.) */
+#define FDOT_M 6
+#define FD_B(r, i) (32 * ((i) >> 1) + NIB_I(0, (i)&1, r))
+#define FD_D(r)    FD_B(r, 0), FD_B(r, 1), FD_B(r, 2), FD_B(r, 3)
+_Alignas(32) static const uint8_t fd_idx[2][32] = {
+    {FD_D(0), FD_D(1), FD_D(2), FD_D(3), FD_D(4), FD_D(5), FD_D(6), FD_D(7)},
+    {FD_D(8), FD_D(9), FD_D(10), FD_D(11), FD_D(12), FD_D(13), FD_D(14), FD_D(15)}};
+
+AI __m256i fd_bcast4(const int8_t *p) {
+    int32_t q;
+    memcpy(&q, p, sizeof q);
+    return _mm256_set1_epi32(q);
+}
+
+/* Chunks c and d (columns 4c.. and 4d.. of the group at gc): wc0, wc1 the
+ * low nibbles' values of rows 0-7 and 8-15, wd0, wd1 the high ones'. */
+#define FD_PAIR(c, d)                                                                              \
+    const __m256i r##c = _mm256_loadu_si256((const __m256i *)(const void *)(gc + 32 * (c)));       \
+    const __m256i r##d = _mm256_loadu_si256((const __m256i *)(const void *)(gc + 32 * (d)));       \
+    const __m256i p##c = _mm256_permutex2var_epi8(r##c, ix0, r##d);                                \
+    const __m256i p##d = _mm256_permutex2var_epi8(r##c, ix1, r##d);                                \
+    const __m256i w##c##0 = _mm256_permutexvar_epi8(p##c, tbl);                                    \
+    const __m256i w##c##1 = _mm256_permutexvar_epi8(p##d, tbl);                                    \
+    const __m256i w##d##0 = _mm256_permutexvar_epi8(_mm256_srli_epi16(p##c, 4), tbl);              \
+    const __m256i w##d##1 = _mm256_permutexvar_epi8(_mm256_srli_epi16(p##d, 4), tbl);
+
+AI void fdot_z(const moeq__packed *pk, size_t blk, const moeq__fp4row *x, float *y, size_t ldy,
+               const int M, const int fetch) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const uint8_t *sc = pk->scales + blk * pk->blk_scale_bytes;
+    _Alignas(32) uint8_t lut[32];
+    for (int n = 0; n < 16; n++) lut[n] = lut[n + 16] = (uint8_t)(int)(2.0f * pk->lut[n] + 12.0f);
+    const __m256i tbl = _mm256_load_si256((const __m256i *)(const void *)lut);
+    const __m256i ix0 = _mm256_load_si256((const __m256i *)(const void *)fd_idx[0]);
+    const __m256i ix1 = _mm256_load_si256((const __m256i *)(const void *)fd_idx[1]);
+    const __m256 z = _mm256_setzero_ps();
+    __m256 a0 = z, b0 = z, a1 = z, b1 = z, a2 = z, b2 = z, a3 = z, b3 = z, a4 = z, b4 = z, a5 = z,
+           b5 = z;
+    for (size_t g = 0; g < pk->groups; g++) {
+        const uint8_t *gc = bc + 128 * g;
+        if (fetch) {
+            _mm_prefetch((const char *)(gc + PF_AHEAD), _MM_HINT_T0);
+            _mm_prefetch((const char *)(gc + PF_AHEAD + 64), _MM_HINT_T0);
+        }
+        FD_PAIR(0, 1) FD_PAIR(2, 3)
+        /* the 16 rows' e4m3(b) * 2^-8, as scales16_raw */
+        const __m256i sw =
+            _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(sc + 16 * g)));
+        const __m256i sh = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(sw, 8), 1),
+                                            _mm256_set1_epi16((short)0xBFFF));
+        const __m256 s0 = _mm256_cvtph_ps(_mm256_castsi256_si128(sh));
+        const __m256 s1 = _mm256_cvtph_ps(_mm256_extracti128_si256(sh, 1));
+#define ROW(m)                                                                                     \
+    if (M > m) {                                                                                   \
+        const int8_t *xv = x[m].v + 16 * g;                                                        \
+        __m256i i0 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_set1_epi32(x[m].sum12[g]));   \
+        __m256i i1 = i0, q = fd_bcast4(xv);                                                        \
+        i0 = _mm256_dpbusd_epi32(i0, w00, q);                                                      \
+        i1 = _mm256_dpbusd_epi32(i1, w01, q);                                                      \
+        q = fd_bcast4(xv + 4);                                                                     \
+        i0 = _mm256_dpbusd_epi32(i0, w10, q);                                                      \
+        i1 = _mm256_dpbusd_epi32(i1, w11, q);                                                      \
+        q = fd_bcast4(xv + 8);                                                                     \
+        i0 = _mm256_dpbusd_epi32(i0, w20, q);                                                      \
+        i1 = _mm256_dpbusd_epi32(i1, w21, q);                                                      \
+        q = fd_bcast4(xv + 12);                                                                    \
+        i0 = _mm256_dpbusd_epi32(i0, w30, q);                                                      \
+        i1 = _mm256_dpbusd_epi32(i1, w31, q);                                                      \
+        const __m256 xs = _mm256_set1_ps(x[m].sc[g]);                                              \
+        a##m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(s0, xs), a##m);               \
+        b##m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(s1, xs), b##m);               \
+    }
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+    }
+    const __m256 as[FDOT_M] = {a0, a1, a2, a3, a4, a5}, bs[FDOT_M] = {b0, b1, b2, b3, b4, b5};
+    for (int m = 0; m < M; m++) {
+        _mm256_storeu_ps(y + (size_t)m * ldy, as[m]);
+        _mm256_storeu_ps(y + (size_t)m * ldy + 8, bs[m]);
+    }
+}
+
+/* Tokens FDOT_M at a time; the first pass fetches the codes ahead, the
+ * others find them in L1 or L2. */
+static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
+                 size_t ldy) {
+    for (size_t m0 = 0; m0 < M; m0 += FDOT_M) {
+        const size_t n = M - m0 < FDOT_M ? M - m0 : FDOT_M;
+        const int fetch = m0 == 0;
+        switch (n) {
+            case 1: fdot_z(pk, blk, x + m0, y + m0 * ldy, ldy, 1, fetch); break;
+            case 2: fdot_z(pk, blk, x + m0, y + m0 * ldy, ldy, 2, fetch); break;
+            case 3: fdot_z(pk, blk, x + m0, y + m0 * ldy, ldy, 3, fetch); break;
+            case 4: fdot_z(pk, blk, x + m0, y + m0 * ldy, ldy, 4, fetch); break;
+            case 5: fdot_z(pk, blk, x + m0, y + m0 * ldy, ldy, 5, fetch); break;
+            default: fdot_z(pk, blk, x + m0, y + m0 * ldy, ldy, 6, fetch); break;
+        }
+    }
+}
+
 /* ---- tile_bf16 -------------------------------------------------------------------- */
 
 /* vdpbf16ps adds, per 32-bit lane, the products of the two bfloat16 pairs,
@@ -682,6 +798,7 @@ void moeq__kern_avx512_fill(moeq__kern *t) {
     t->panel = panel;
     t->gemv = gemv;
     t->idot = idot;
+    t->fdot = fdot;
     if (moeq__cpu_avx512bf16()) { /* else the AVX2 ones, same bits */
         t->tile_bf16 = tile_bf16;
         t->gemv_bf16 = gemv_bf16;

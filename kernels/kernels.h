@@ -457,8 +457,11 @@ typedef struct moeq__packed {
                                 moeq__pk_fill by moeq__pk_bf16_scaled */
 } moeq__packed;
 
-/* Bytes per element of a scale kind. */
-size_t moeq__pk_scale_size(int32_t scale_kind);
+/* Bytes per element of a scale kind.  Inline: the SIMD kernels ask once per
+ * scale group, and a call there would clobber every vector register. */
+static inline size_t moeq__pk_scale_size(int32_t scale_kind) {
+    return scale_kind == MOEQ__PS_F32 ? 4u : scale_kind <= MOEQ__PS_BF16 ? 2u : 1u;
+}
 /* Plans the packed form of w (codes of kind INT_PACKED <= 8 bits, INT4_NIBBLES,
  * E2M1, I8 or E4M3; no zero point or g_idx; cols and the scale group a
  * multiple of 8; scales exactly representable in one of the kinds above).

@@ -12,15 +12,6 @@
 #include <math.h>
 #include <string.h>
 
-size_t moeq__pk_scale_size(int32_t scale_kind) {
-    switch (scale_kind) {
-        case MOEQ__PS_F32: return 4;
-        case MOEQ__PS_F16:
-        case MOEQ__PS_BF16: return 2;
-        default: return 1;
-    }
-}
-
 static bool same_bits(float a, float b) {
     return moeq__f32_bits(a) == moeq__f32_bits(b);
 }

@@ -19,7 +19,7 @@
  * consecutive columns broadcast to every lane.  One lane holds one row, so a
  * 64-byte vector is 16 rows x 4 columns.  The sums are exact integers.
  *
- * fdot: vpdpbusd too, on 8-lane vectors (see there).
+ * fdot: vpdpbusd too, after a vpermb that gives each row its codes (see there).
  *
  * Not here, measured against the AVX2 kernels in the same loop (kern_bench,
  * hot, this Zen 4 host): the 16-lane panels of int4, NIB and I8 codes ran
@@ -452,94 +452,72 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
 /* vpdpbusd as in idot: the weights are the unsigned side, 2 kv + 12 (0..24),
  * the activation codes the signed side, and a group's sums start at -12
  * times the sum of its codes (sum12) instead of zero.  Two NIB chunks
- * (8 columns) go through one vpermi2b per 8 rows (fd_idx), which gives
- * each 32-bit lane one row's bytes of columns 0 and 1 of each chunk, the
- * low nibbles holding columns 0, 1, 4, 5 of the 8 and the high ones 2, 3,
- * 6, 7: the order of v (moeq__fp4_pos), so that four consecutive
- * activation codes, broadcast, meet them.  A vpermb per nibble then makes
- * the codes 2 kv + 12 (32-entry table: the 16 codes' values twice, so that
- * the fifth index bit, which is the next nibble's, does not matter).  The
- * decoded group (16 columns x 16 rows) stays in registers for up to FDOT_M
- * tokens.  (kern_bench, hot, one token: 1.6-1.8x kern_avx2.c's fdot.) */
+ * (8 columns, 64 bytes) go through one vpermb (fd_idx) that gives each
+ * 32-bit lane one row's bytes of columns 0 and 1 of each chunk, the low
+ * nibbles holding columns 0, 1, 4, 5 of the 8 and the high ones 2, 3, 6, 7:
+ * the order of v (moeq__fp4_pos), so that four consecutive activation
+ * codes, broadcast, meet them.  A vpermb per nibble then makes the codes
+ * 2 kv + 12 (64-entry table: the 16 codes' values four times, so that the
+ * index bits above the nibble do not matter).  The decoded group (16
+ * columns x 16 rows) stays in registers for up to FDOT_M tokens.  16-lane
+ * vectors: on Zen 4 a 512-bit vpdpbusd issues about as often as a 256-bit
+ * one (kern_bench, hot: 1.18-1.32x the same kernel on 8-lane vectors, and
+ * 2.0-2.4x kern_avx2.c's fdot). */
 #define FDOT_M 6
 #define FD_B(r, i) (32 * ((i) >> 1) + NIB_I(0, (i)&1, r))
 #define FD_D(r)    FD_B(r, 0), FD_B(r, 1), FD_B(r, 2), FD_B(r, 3)
-_Alignas(32) static const uint8_t fd_idx[2][32] = {
-    {FD_D(0), FD_D(1), FD_D(2), FD_D(3), FD_D(4), FD_D(5), FD_D(6), FD_D(7)},
-    {FD_D(8), FD_D(9), FD_D(10), FD_D(11), FD_D(12), FD_D(13), FD_D(14), FD_D(15)}};
+_Alignas(64) static const uint8_t fd_idx[64] = {
+    FD_D(0), FD_D(1), FD_D(2),  FD_D(3),  FD_D(4),  FD_D(5),  FD_D(6),  FD_D(7),
+    FD_D(8), FD_D(9), FD_D(10), FD_D(11), FD_D(12), FD_D(13), FD_D(14), FD_D(15)};
 
-AI __m256i fd_bcast4(const int8_t *p) {
-    int32_t q;
-    memcpy(&q, p, sizeof q);
-    return _mm256_set1_epi32(q);
-}
-
-/* Chunks c and d (columns 4c.. and 4d.. of the group at gc): wc0, wc1 the
- * low nibbles' values of rows 0-7 and 8-15, wd0, wd1 the high ones'. */
-#define FD_PAIR(c, d)                                                                              \
-    const __m256i r##c = _mm256_loadu_si256((const __m256i *)(const void *)(gc + 32 * (c)));       \
-    const __m256i r##d = _mm256_loadu_si256((const __m256i *)(const void *)(gc + 32 * (d)));       \
-    const __m256i p##c = _mm256_permutex2var_epi8(r##c, ix0, r##d);                                \
-    const __m256i p##d = _mm256_permutex2var_epi8(r##c, ix1, r##d);                                \
-    const __m256i w##c##0 = _mm256_permutexvar_epi8(p##c, tbl);                                    \
-    const __m256i w##c##1 = _mm256_permutexvar_epi8(p##d, tbl);                                    \
-    const __m256i w##d##0 = _mm256_permutexvar_epi8(_mm256_srli_epi16(p##c, 4), tbl);              \
-    const __m256i w##d##1 = _mm256_permutexvar_epi8(_mm256_srli_epi16(p##d, 4), tbl);
+/* Chunks 2p and 2p + 1 of the group at gc (64 bytes): lo##p the low
+ * nibbles' values, hi##p the high ones', one row per lane. */
+#define FD_PAIR(p)                                                                                 \
+    const __m512i r##p = _mm512_permutexvar_epi8(                                                  \
+        idx, _mm512_loadu_si512((const void *)(gc + 64 * (p))));                                   \
+    const __m512i lo##p = _mm512_permutexvar_epi8(r##p, tbl);                                      \
+    const __m512i hi##p = _mm512_permutexvar_epi8(_mm512_srli_epi16(r##p, 4), tbl);
 
 AI void fdot_z(const moeq__packed *pk, size_t blk, const moeq__fp4row *x, float *y, size_t ldy,
                const int M, const int fetch) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
     const uint8_t *sc = pk->scales + blk * pk->blk_scale_bytes;
-    _Alignas(32) uint8_t lut[32];
-    for (int n = 0; n < 16; n++) lut[n] = lut[n + 16] = (uint8_t)(int)(2.0f * pk->lut[n] + 12.0f);
-    const __m256i tbl = _mm256_load_si256((const __m256i *)(const void *)lut);
-    const __m256i ix0 = _mm256_load_si256((const __m256i *)(const void *)fd_idx[0]);
-    const __m256i ix1 = _mm256_load_si256((const __m256i *)(const void *)fd_idx[1]);
-    const __m256 z = _mm256_setzero_ps();
-    __m256 a0 = z, b0 = z, a1 = z, b1 = z, a2 = z, b2 = z, a3 = z, b3 = z, a4 = z, b4 = z, a5 = z,
-           b5 = z;
+    _Alignas(64) uint8_t lut[64];
+    for (int n = 0; n < 16; n++) {
+        lut[n] = lut[n + 16] = lut[n + 32] = lut[n + 48] =
+            (uint8_t)(int)(2.0f * pk->lut[n] + 12.0f);
+    }
+    const __m512i tbl = _mm512_load_si512(lut), idx = _mm512_load_si512(fd_idx);
+    const __m512 z = _mm512_setzero_ps();
+    __m512 a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z;
     for (size_t g = 0; g < pk->groups; g++) {
         const uint8_t *gc = bc + 128 * g;
         if (fetch) {
             _mm_prefetch((const char *)(gc + PF_AHEAD), _MM_HINT_T0);
             _mm_prefetch((const char *)(gc + PF_AHEAD + 64), _MM_HINT_T0);
         }
-        FD_PAIR(0, 1) FD_PAIR(2, 3)
+        FD_PAIR(0) FD_PAIR(1)
         /* the 16 rows' e4m3(b) * 2^-8, as scales16_raw */
         const __m256i sw =
             _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(sc + 16 * g)));
-        const __m256i sh = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(sw, 8), 1),
-                                            _mm256_set1_epi16((short)0xBFFF));
-        const __m256 s0 = _mm256_cvtph_ps(_mm256_castsi256_si128(sh));
-        const __m256 s1 = _mm256_cvtph_ps(_mm256_extracti128_si256(sh, 1));
+        const __m512 s = _mm512_cvtph_ps(_mm256_and_si256(
+            _mm256_srai_epi16(_mm256_slli_epi16(sw, 8), 1), _mm256_set1_epi16((short)0xBFFF)));
 #define ROW(m)                                                                                     \
     if (M > m) {                                                                                   \
         const int8_t *xv = x[m].v + 16 * g;                                                        \
-        __m256i i0 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_set1_epi32(x[m].sum12[g]));   \
-        __m256i i1 = i0, q = fd_bcast4(xv);                                                        \
-        i0 = _mm256_dpbusd_epi32(i0, w00, q);                                                      \
-        i1 = _mm256_dpbusd_epi32(i1, w01, q);                                                      \
-        q = fd_bcast4(xv + 4);                                                                     \
-        i0 = _mm256_dpbusd_epi32(i0, w10, q);                                                      \
-        i1 = _mm256_dpbusd_epi32(i1, w11, q);                                                      \
-        q = fd_bcast4(xv + 8);                                                                     \
-        i0 = _mm256_dpbusd_epi32(i0, w20, q);                                                      \
-        i1 = _mm256_dpbusd_epi32(i1, w21, q);                                                      \
-        q = fd_bcast4(xv + 12);                                                                    \
-        i0 = _mm256_dpbusd_epi32(i0, w30, q);                                                      \
-        i1 = _mm256_dpbusd_epi32(i1, w31, q);                                                      \
-        const __m256 xs = _mm256_set1_ps(x[m].sc[g]);                                              \
-        a##m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(s0, xs), a##m);               \
-        b##m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(s1, xs), b##m);               \
+        __m512i i = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_set1_epi32(x[m].sum12[g]));    \
+        i = _mm512_dpbusd_epi32(i, lo0, bcast4(xv));                                               \
+        i = _mm512_dpbusd_epi32(i, hi0, bcast4(xv + 4));                                           \
+        i = _mm512_dpbusd_epi32(i, lo1, bcast4(xv + 8));                                           \
+        i = _mm512_dpbusd_epi32(i, hi1, bcast4(xv + 12));                                          \
+        a##m = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(s, _mm512_set1_ps(x[m].sc[g])), \
+                               a##m);                                                              \
     }
         ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
 #undef ROW
     }
-    const __m256 as[FDOT_M] = {a0, a1, a2, a3, a4, a5}, bs[FDOT_M] = {b0, b1, b2, b3, b4, b5};
-    for (int m = 0; m < M; m++) {
-        _mm256_storeu_ps(y + (size_t)m * ldy, as[m]);
-        _mm256_storeu_ps(y + (size_t)m * ldy + 8, bs[m]);
-    }
+    const __m512 as[FDOT_M] = {a0, a1, a2, a3, a4, a5};
+    for (int m = 0; m < M; m++) _mm512_storeu_ps(y + (size_t)m * ldy, as[m]);
 }
 
 /* Tokens FDOT_M at a time; the first pass fetches the codes ahead, the

@@ -100,6 +100,36 @@ static void print_base(size_t weights, const double best[2]) {
     printf("\n");
 }
 
+/* The integer dot kernels for 1..6 rows, each table in the same loop: fdot
+ * on NVFP4 activation codes (f4, into y), or idot on int8 ones (xq, into yi). */
+static void dot_rates(const char *name, int cold, const moeq__packed *pk, double bytes,
+                      const moeq__kern *const tabs[2], const moeq__fp4row *f4,
+                      const int16_t *const *xq, float *y, int32_t *yi) {
+    const size_t weights = pk->rows * pk->cols;
+    for (size_t M = 1; M <= 6; M++) {
+        int reps = cold ? 3 : 200;
+        double best[2] = {1e300, 1e300};
+        for (int r = 0; r < reps; r++) {
+            for (int v = 0; v < ntab; v++) {
+                double t0 = bench_now();
+                for (size_t b = 0; b < pk->blocks; b++) {
+                    if (f4) {
+                        tabs[v]->fdot(pk, b, M, f4, y, 16);
+                    } else {
+                        tabs[v]->idot(pk, b, 0, pk->cols, M, xq, yi, 16, 0);
+                    }
+                }
+                double dt = bench_now() - t0;
+                best[v] = dt < best[v] ? dt : best[v];
+            }
+        }
+        printf("%-5s %-4s %s M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GOP/s", name,
+               cold ? "cold" : "hot", f4 ? "fdot" : "idot", M, (double)weights / best[0] / 1e9,
+               bytes / best[0] / 1e9, 2.0 * (double)M * (double)weights / best[0] / 1e9);
+        print_base(weights, best);
+    }
+}
+
 int main(int argc, char **argv) {
     const moeq__kern *K = moeq__kern_best(argc > 1 && !strcmp(argv[1], "portable"));
     /* the kernels the avx512 table replaces (panel, gemv, idot, fdot) run for the
@@ -210,44 +240,10 @@ int main(int argc, char **argv) {
                        1.0 / (1.0 / gemv1[0] + 1.0 / rd));
             }
             if (ki == 4) { /* NVFP4 activation codes, integer group sums */
-                for (size_t M = 1; M <= 6; M++) {
-                    int reps = cold ? 3 : 200;
-                    double best[2] = {1e300, 1e300};
-                    for (int r = 0; r < reps; r++) {
-                        for (int v = 0; v < ntab; v++) {
-                            double t0 = bench_now();
-                            for (size_t b = 0; b < w.pk.blocks; b++) {
-                                tabs[v]->fdot(&w.pk, b, M, f4, y, 16);
-                            }
-                            double dt = bench_now() - t0;
-                            best[v] = dt < best[v] ? dt : best[v];
-                        }
-                    }
-                    printf("%-5s %-4s fdot M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GOP/s",
-                           names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best[0] / 1e9,
-                           bytes / best[0] / 1e9, 2.0 * M * rows * cols / best[0] / 1e9);
-                    print_base(rows * cols, best);
-                }
+                dot_rates(names[ki], cold, &w.pk, bytes, tabs, f4, NULL, y, NULL);
             }
             if (w.pk.code == MOEQ__PK_I8 || w.pk.code == MOEQ__PK_I4) { /* int8 activation codes */
-                for (size_t M = 1; M <= 6; M++) {
-                    int reps = cold ? 3 : 200;
-                    double best[2] = {1e300, 1e300};
-                    for (int r = 0; r < reps; r++) {
-                        for (int v = 0; v < ntab; v++) {
-                            double t0 = bench_now();
-                            for (size_t b = 0; b < w.pk.blocks; b++) {
-                                tabs[v]->idot(&w.pk, b, 0, cols, M, xq_rows, yi, 16, 0);
-                            }
-                            double dt = bench_now() - t0;
-                            best[v] = dt < best[v] ? dt : best[v];
-                        }
-                    }
-                    printf("%-5s %-4s idot M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GOP/s",
-                           names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best[0] / 1e9,
-                           bytes / best[0] / 1e9, 2.0 * M * rows * cols / best[0] / 1e9);
-                    print_base(rows * cols, best);
-                }
+                dot_rates(names[ki], cold, &w.pk, bytes, tabs, NULL, xq_rows, NULL, yi);
             }
             if (!cold) {
                 double best[2] = {1e300, 1e300};

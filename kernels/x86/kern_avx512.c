@@ -481,7 +481,6 @@ _Alignas(64) static const uint8_t fd_idx[64] = {
 AI void fdot_z(const moeq__packed *pk, size_t blk, const moeq__fp4row *x, float *y, size_t ldy,
                const int M, const int fetch) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    const uint8_t *sc = pk->scales + blk * pk->blk_scale_bytes;
     _Alignas(64) uint8_t lut[64];
     for (int n = 0; n < 16; n++) {
         lut[n] = lut[n + 16] = lut[n + 32] = lut[n + 48] =
@@ -497,11 +496,7 @@ AI void fdot_z(const moeq__packed *pk, size_t blk, const moeq__fp4row *x, float 
             _mm_prefetch((const char *)(gc + PF_AHEAD + 64), _MM_HINT_T0);
         }
         FD_PAIR(0) FD_PAIR(1)
-        /* the 16 rows' e4m3(b) * 2^-8, as scales16_raw */
-        const __m256i sw =
-            _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(sc + 16 * g)));
-        const __m512 s = _mm512_cvtph_ps(_mm256_and_si256(
-            _mm256_srai_epi16(_mm256_slli_epi16(sw, 8), 1), _mm256_set1_epi16((short)0xBFFF)));
+        const __m512 s = scales16_raw(pk, blk, g); /* e4m3(b) * 2^-8 */
 #define ROW(m)                                                                                     \
     if (M > m) {                                                                                   \
         const int8_t *xv = x[m].v + 16 * g;                                                        \

@@ -4,7 +4,7 @@
  *
  * Tables, each needing what the one before needs and more: portable (any
  * C11 compiler), avx2 (AVX2 + FMA + F16C), avx512 (the avx2 table with gemv,
- * idot and the E4M3 panel replaced by AVX-512 F/BW/VL + VNNI + VBMI ones,
+ * idot, fdot and the E4M3 panel replaced by AVX-512 F/BW/VL + VNNI + VBMI ones,
  * kern_avx512.c, and tile_bf16 and gemv_bf16 by vdpbf16ps ones where the
  * CPU has AVX512_BF16).  All give the same bits.  MOEQ_KERNELS=portable, avx2 or
  * avx512 caps the choice (a name the CPU cannot run means the best table

@@ -339,44 +339,34 @@ START_TEST(test_packed_kernels) {
                               si, b);
             }
         }
-        /* the bfloat16 panel: kv of each element, exact */
+        /* the bfloat16 panel: kv (or kv * ks) of each element, exact */
         {
             uint16_t *bp = malloc(2 * 16 * C), *bs = malloc(2 * 16 * C);
             for (size_t b = 0; b < s.pk.blocks; b++) {
                 size_t k0 = C >= 16 ? 8 : 0, nk = C - k0;
-                P->panel_bf16(&s.pk, b, k0, nk, bp, 0);
-                for (size_t k = 0; k < nk; k++) {
-                    for (size_t r = 0; r < 16; r++) {
-                        float kv = moeq__pk_kv(&s.pk, b * 16 + r, k0 + k);
-                        ck_assert_uint_eq((uint32_t)bp[(k / 2) * 32 + 2 * r + k % 2] << 16,
-                                          bits(kv));
-                    }
-                }
-                if (S) {
-                    memset(bs, 0xFF, 2 * 16 * C);
-                    S->panel_bf16(&s.pk, b, k0, nk, bs, 0);
-                    ck_assert_msg(memcmp(bp, bs, 2 * 16 * nk) == 0,
-                                  "%s panel_bf16 differs (shape %zu block %zu)", S->name, si, b);
-                }
                 /* scaled: kv * ks, where the plan allows it (E8M0 scales: this
                  * test's are 2^-18..2^11, which every kind but E4M3 takes) */
                 const bool sc = moeq__pk_bf16_scaled(&s.pk);
                 if (kc->sk == SK_E8M0 && !odd && s.pk.code != MOEQ__PK_E4M3) ck_assert(sc);
-                if (!sc) continue;
-                P->panel_bf16(&s.pk, b, k0, nk, bp, 1);
-                for (size_t k = 0; k < nk; k++) {
-                    for (size_t r = 0; r < 16 && b * 16 + r < R; r++) {
-                        const float v = want[(b * 16 + r) * C + k0 + k];
-                        ck_assert_uint_eq((uint32_t)bp[(k / 2) * 32 + 2 * r + k % 2] << 16,
-                                          bits(v));
+                for (int scaled = 0; scaled <= (int)sc; scaled++) {
+                    P->panel_bf16(&s.pk, b, k0, nk, bp, scaled);
+                    /* unscaled: every row of the block, padding too; scaled:
+                     * the weight's rows, against the dequantized weight */
+                    for (size_t k = 0; k < nk; k++) {
+                        for (size_t r = 0; r < 16 && (!scaled || b * 16 + r < R); r++) {
+                            const float v = scaled ? want[(b * 16 + r) * C + k0 + k]
+                                                   : moeq__pk_kv(&s.pk, b * 16 + r, k0 + k);
+                            ck_assert_uint_eq((uint32_t)bp[(k / 2) * 32 + 2 * r + k % 2] << 16,
+                                              bits(v));
+                        }
                     }
-                }
-                if (S) {
-                    memset(bs, 0xFF, 2 * 16 * C);
-                    S->panel_bf16(&s.pk, b, k0, nk, bs, 1);
-                    ck_assert_msg(memcmp(bp, bs, 2 * 16 * nk) == 0,
-                                  "%s scaled panel_bf16 differs (shape %zu block %zu)", S->name, si,
-                                  b);
+                    if (S) {
+                        memset(bs, 0xFF, 2 * 16 * C);
+                        S->panel_bf16(&s.pk, b, k0, nk, bs, scaled);
+                        ck_assert_msg(memcmp(bp, bs, 2 * 16 * nk) == 0,
+                                      "%s panel_bf16 (scaled %d) differs (shape %zu block %zu)",
+                                      S->name, scaled, si, b);
+                    }
                 }
             }
             free(bp);

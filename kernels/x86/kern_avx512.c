@@ -462,7 +462,7 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
  * columns x 16 rows) stays in registers for up to FDOT_M tokens.  16-lane
  * vectors: on Zen 4 a 512-bit vpdpbusd issues about as often as a 256-bit
  * one (kern_bench, hot: 1.18-1.32x the same kernel on 8-lane vectors, and
- * 2.0-2.4x kern_avx2.c's fdot). */
+ * 2.0-2.8x kern_avx2.c's fdot). */
 #define FDOT_M 6
 #define FD_B(r, i) (32 * ((i) >> 1) + NIB_I(0, (i)&1, r))
 #define FD_D(r)    FD_B(r, 0), FD_B(r, 1), FD_B(r, 2), FD_B(r, 3)

@@ -12,13 +12,6 @@
 #include <sched.h>
 #include <stdatomic.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define CPU_RELAX() _mm_pause()
-#else
-#define CPU_RELAX() ((void)0)
-#endif
-
 /* Spins of ~20-60 ns (pause): a worker waits ~50-100 us for the next run
  * before it blocks, the caller ~5-10 us before it yields its CPU to the
  * workers it waits for (on a busy machine they may share one). */
@@ -50,7 +43,7 @@ static void *worker_main(void *vp) {
     for (;;) {
         unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
         for (int i = 0; g == seen && i < SPIN_WORKER; i++) {
-            CPU_RELAX();
+            MOEQ__CPU_RELAX();
             g = atomic_load_explicit(&p->gen, memory_order_acquire);
         }
         if (g == seen) {
@@ -148,7 +141,7 @@ void moeq__pool_run(moeq__pool *p, moeq__pool_fn fn, void *arg) {
     fn(arg, 0, p->n);
     for (int i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
         if (i < SPIN_CALLER) {
-            CPU_RELAX();
+            MOEQ__CPU_RELAX();
         } else {
             sched_yield();
         }

@@ -10,6 +10,13 @@
 
 #include "internal.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MOEQ__CPU_RELAX() _mm_pause()
+#else
+#define MOEQ__CPU_RELAX() ((void)0)
+#endif
+
 typedef struct moeq__pool moeq__pool;
 typedef void (*moeq__pool_fn)(void *arg, int tid, int nthreads);
 

@@ -76,11 +76,6 @@ typedef struct item {
     int32_t e, b0, nb;
 } item;
 
-struct fast;
-struct tscratch;
-/* One work item of a GEMM step. */
-typedef void (*item_fn)(struct fast *f, const struct tscratch *t, const item *it);
-
 typedef struct fast {
     const moeq_moe *l;
     const moeq__kern *K;
@@ -117,12 +112,11 @@ typedef struct fast {
     int32_t *x4u, *a4u;  /* fp4: 12 x group sums, likewise */
     float ts1, ts2;
     float *partial; /* [threads] */
-    const item *items;
-    size_t n_items;
-    item_fn item_fn;
-    size_t n_gemm1;  /* step_gemms: items [0, n_gemm1) are gemm1's, the rest gemm2's */
-    atomic_int *left; /* step_gemms, [E]: the expert's gemm1 items not done, then -1
-                         once its down inputs are quantized */
+    const item *items;   /* step_gemms: [0, n_gemm1) gemm1's, [n_gemm1, n_items) gemm2's */
+    size_t n_items, n_gemm1;
+    atomic_int *left;    /* [E]: the expert's gemm1 items not done, then -1 once its down
+                            inputs are quantized (or need not be, yet: !quant_inline) */
+    bool quant_inline;   /* step_gemms quantizes an expert's down inputs after its gemm1 */
     atomic_size_t next;
     size_t chunk;   /* rows or tokens per grab in the row/token steps */
     int nt;         /* threads */
@@ -824,18 +818,6 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     }
 }
 
-/* A GEMM step: threads take work items (f->item_fn on f->items) from the counter. */
-static void step_items(void *arg, int tid, int nt) {
-    fast *f = arg;
-    (void)nt;
-    tscratch t = tscratch_get(f, tid);
-    for (;;) {
-        size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
-        if (i >= f->n_items) break;
-        f->item_fn(f, &t, &f->items[i]);
-    }
-}
-
 /* Row r of the down-projection inputs is bad: its token is, or the row is
  * not finite (checked before quantization, which could make it finite). */
 static bool check_row_a(fast *f, size_t r) {
@@ -890,13 +872,15 @@ static void step_quant_a(void *arg, int tid, int nt) {
         for (size_t r = a; r < b; r++) quant_row_a(f, &t, r);
 }
 
-/* gemm1, quant and gemm2 as one step (the file's head): items are taken in
- * order, so when a thread takes a gemm2 item every gemm1 item has been
- * taken, each by a thread that finishes it without waiting on anything, and
- * the wait below ends.  (moe_bench, 2 threads, calls alternating with the
- * three steps of before, two runs: T=1 0.94-0.99x the time for every
- * scheme, T=32 0.98-1.04x, T=512 0.97-1.03x.  At T=1 the thread done
- * first had waited a median 0.05 ms of 0.74 for the other after gemm1.) */
+/* The GEMM step: threads take work items from the counter.  With
+ * quant_inline, gemm1, quant and gemm2 are this one step (the file's head):
+ * items are taken in order, so when a thread takes a gemm2 item every gemm1
+ * item has been taken, each by a thread that finishes it without waiting on
+ * anything, and the wait below ends.  (moe_bench, 2 threads, calls
+ * alternating with the three steps of before, two runs: T=1 0.94-0.99x the
+ * time for every scheme, T=32 0.98-1.04x, T=512 0.97-1.03x.  At T=1 the
+ * thread done first had waited a median 0.05 ms of 0.74 for the other after
+ * gemm1.) */
 static void step_gemms(void *arg, int tid, int nt) {
     fast *f = arg;
     (void)nt;
@@ -908,7 +892,7 @@ static void step_gemms(void *arg, int tid, int nt) {
         if (i < f->n_gemm1) {
             gemm1_item(f, &t, it);
             if (atomic_fetch_sub_explicit(&f->left[it->e], 1, memory_order_acq_rel) == 1) {
-                if (f->l->act_kind != MOEQ__ACT_NONE) {
+                if (f->quant_inline && f->l->act_kind != MOEQ__ACT_NONE) {
                     for (int32_t r = f->starts[it->e]; r < f->starts[it->e + 1]; r++) {
                         quant_row_a(f, &t, (size_t)r);
                     }
@@ -980,21 +964,16 @@ static void run(moeq__pool *pool, moeq__pool_fn fn, fast *f, size_t work) {
     }
 }
 
-/* Runs a step over f->items (step_items or step_gemms) from item 0. */
-static void run_step(moeq__pool *pool, moeq__pool_fn step, fast *f) {
+/* Runs step_gemms over items [0, n) of f->items, the first n1 gemm1's. */
+static void run_gemms(moeq__pool *pool, fast *f, size_t n1, size_t n) {
+    f->n_gemm1 = n1;
+    f->n_items = n;
     atomic_store_explicit(&f->next, 0, memory_order_relaxed);
     if (!pool) {
-        step(f, 0, 1);
+        step_gemms(f, 0, 1);
     } else {
-        moeq__pool_run(pool, step, f);
+        moeq__pool_run(pool, step_gemms, f);
     }
-}
-
-static void run_items(moeq__pool *pool, fast *f, item_fn fn, const item *items, size_t n) {
-    f->item_fn = fn;
-    f->items = items;
-    f->n_items = n;
-    run_step(pool, step_items, f);
 }
 
 /* Work items of one GEMM: per expert with rows, blocks of 16 output rows in
@@ -1210,27 +1189,21 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
             run(pool, step_combine, &f, f.T * f.H);
             return MOEQ_STATUS_OK;
         }
-        if (!tensor_kind(l->act_kind)) {
-            size_t n1 = make_items(&f, f.I, items);
-            for (size_t e = 0; e < f.E; e++) atomic_init(&f.left[e], 0); /* then counted */
-            for (size_t i = 0; i < n1; i++) {
-                atomic_fetch_add_explicit(&f.left[items[i].e], 1, memory_order_relaxed);
-            }
-            f.n_gemm1 = n1;
-            f.items = items;
-            f.n_items = n1 + make_items(&f, f.H, items + n1);
-            run_step(pool, step_gemms, &f);
-            PROF("gemms");
-            run(pool, step_combine, &f, f.T * f.H);
-            PROF("combine");
-            return MOEQ_STATUS_OK;
+        /* gemm1, quant, gemm2: one step unless the down inputs share one
+         * per-tensor scale */
+        size_t n1 = make_items(&f, f.I, items);
+        for (size_t e = 0; e < f.E; e++) atomic_init(&f.left[e], 0); /* then counted */
+        for (size_t i = 0; i < n1; i++) {
+            atomic_fetch_add_explicit(&f.left[items[i].e], 1, memory_order_relaxed);
         }
-        /* gemm1 */
-        size_t n = make_items(&f, f.I, items);
-        run_items(pool, &f, gemm1_item, items, n);
-        PROF("gemm1");
-        /* the down inputs' quantization, with one per-tensor scale */
-        {
+        f.items = items;
+        f.quant_inline = !tensor_kind(l->act_kind);
+        if (f.quant_inline) {
+            run_gemms(pool, &f, n1, n1 + make_items(&f, f.H, items + n1));
+            PROF("gemms");
+        } else {
+            run_gemms(pool, &f, n1, n1);
+            PROF("gemm1");
             size_t work = f.rows * f.I;
             run(pool, step_amax_a, &f, work);
             float am = 0;
@@ -1239,12 +1212,10 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
             }
             f.ts2 = tensor_scale(l->act_kind, am);
             run(pool, step_quant_a, &f, work);
+            PROF("quant");
+            run_gemms(pool, &f, 0, make_items(&f, f.H, items)); /* every left[e] is -1 */
+            PROF("gemm2");
         }
-        PROF("quant");
-        /* gemm2 */
-        n = make_items(&f, f.H, items);
-        run_items(pool, &f, gemm2_item, items, n);
-        PROF("gemm2");
         run(pool, step_combine, &f, f.T * f.H);
         PROF("combine");
     }

@@ -187,19 +187,29 @@ int main(int argc, char **argv) {
             for (size_t M = 1; M <= 4; M++) {
                 int reps = cold ? 3 : 200;
                 double best[2] = {1e300, 1e300}, best_b = 1e300;
-                /* I4 reads rows made by i4_prep; the forward makes them once per work
-                 * item of 4 blocks, and so does this loop */
+                /* I4 reads rows made by i4_prep (gemv) or group sums (gemv_bf16); the
+                 * forward makes them once per work item, an expert's blocks when it
+                 * has at most 4 rows, and so does this loop every 48 blocks (768
+                 * rows, moe_bench's intermediate size) */
                 const bool i4 = w.pk.code == MOEQ__PK_I4;
                 for (int r = 0; r < reps; r++) {
                     /* gemv_bf16 on the same x as bfloat16, in the same loop */
                     double t0b = bench_now();
-                    for (size_t b = 0; b < w.pk.blocks; b++) K->gemv_bf16(&w.pk, b, M, xbp, y, 16);
+                    for (size_t b = 0; b < w.pk.blocks; b++) {
+                        if (i4 && b % 48 == 0) {
+                            for (size_t m = 0; m < M; m++) {
+                                moeq__bf16_group_sums(xbp[m], cols, gs,
+                                                      xprep + m * (cols + cols / 8));
+                            }
+                        }
+                        K->gemv_bf16(&w.pk, b, M, xbp, xprep_rows, y, 16);
+                    }
                     double dtb = bench_now() - t0b;
                     best_b = dtb < best_b ? dtb : best_b;
                     for (int v = 0; v < ntab; v++) {
                         double t0 = bench_now();
                         for (size_t b = 0; b < w.pk.blocks; b++) {
-                            if (i4 && b % 4 == 0) {
+                            if (i4 && b % 48 == 0) {
                                 for (size_t m = 0; m < M; m++) {
                                     K->i4_prep(xp[m], cols, gs, xprep + m * (cols + cols / 8));
                                 }

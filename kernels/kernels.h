@@ -479,6 +479,12 @@ bool moeq__pk_bf16_scaled(const moeq__packed *pk);
  * ([blocks * blk_scale_bytes]) of a planned w.  row_buf: cols bytes. */
 void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *codes,
                    uint8_t *scales, uint8_t *row_buf);
+/* The group sums gemv_bf16 reads with I4 codes: out[g] = the sum of the
+ * bfloat16 values x[k] of group g (cols a multiple of gsize, both multiples
+ * of 8) in 8 float lanes (k % 8, in k order) added as ((l0+l4)+(l2+l6)) +
+ * ((l1+l5)+(l3+l7)), as i4_prep sums its float rows.  Portable C shared by
+ * every table, so their gemv_bf16 outputs agree. */
+void moeq__bf16_group_sums(const uint16_t *x, size_t cols, size_t gsize, float *out);
 /* Kernel units of one element / one scale (row r, column c, group g). */
 float moeq__pk_kv(const moeq__packed *pk, size_t r, size_t c);
 float moeq__pk_ks(const moeq__packed *pk, size_t r, size_t g);
@@ -590,9 +596,16 @@ typedef struct moeq__kern {
      * sums: one vdpbf16ps lane); the group's partial is (c0 + c1) +
      * (c2 + c3), or c0 + c1, and total = fma(partial, ks, total) with gemv's
      * scales (E4M3_DIV undivided, the totals divided once by gdiv * 2^-8 at
-     * the end).  Bit-identical across tables. */
+     * the end).  I4 codes: the chains take u = 1 + n/16 (n the stored
+     * nibble, u a bfloat16 that two bit operations make, where kv = n - 8
+     * needs a table lookup) in place of kv, and the group's partial is then
+     * fma(-24, S_g, 16 * partial), S_g = xsum[m][g] from
+     * moeq__bf16_group_sums (16u - 24 = kv: the same sum, its terms 16 + n
+     * instead of n - 8 costing about two bits of the float32 sums'
+     * precision).  xsum: I4 only (other codes: may be NULL).
+     * Bit-identical across tables. */
     void (*gemv_bf16)(const moeq__packed *pk, size_t blk, size_t M, const uint16_t *const *x,
-                      float *y, size_t ldy);
+                      const float *const *xsum, float *y, size_t ldy);
     /* Integer products for int8 activations on I8 or I4 codes (W8A8, W4A8):
      * C[m*ldc + r] = (accumulate ? C : 0) + sum_{k0 <= k < k0 + nk} q(blk*16 + r, k) * x[m][k]
      * in int32 for m < M <= MOEQ__TILE_MAX, r < 16, where q is the code's

@@ -369,18 +369,28 @@ static void prefetch_cols(const moeq__packed *pk, size_t b, size_t k0, size_t nk
     for (size_t o = 0; o < nk * per; o += 64) __builtin_prefetch(p + o, 0, 2);
 }
 
-/* The rows the gemv kernel reads for pj: xr itself, or for I4 codes the rows
- * i4_prep makes of them, in buf (slot 0 or 1 of the thread's xp), pointed to
- * by out.  Made once per work item, they serve all its blocks. */
+static bool gemv_bf16_block(const fast *f, const moeq__proj *pj, bool codes);
+
+/* What the gemv kernels read per row for pj besides the codes: for I4 codes
+ * on the float gemv the rows i4_prep makes of xr, on gemv_bf16 (codes:
+ * t->xb holds the rows as bfloat16) the rows' group sums
+ * (moeq__bf16_group_sums), in buf (slot 0 or 1 of the thread's xp), pointed
+ * to by out; else xr itself.  Made once per work item, they serve all its
+ * blocks. */
 static const float *const *gemv_rows(const fast *f, const tscratch *t, const moeq__proj *pj,
-                                     size_t M, const float *const *xr, int slot,
+                                     size_t M, const float *const *xr, bool codes, int slot,
                                      const float **out) {
     const moeq__packed *pk = &pj->pk;
     if (pj->w.kind != MOEQ__QW_PACKED || pk->code != MOEQ__PK_I4 || M > MOEQ__GEMV_MAX) return xr;
+    const bool sums = gemv_bf16_block(f, pj, codes);
     float *buf = t->xp + (size_t)slot * MOEQ__GEMV_MAX * xp_stride(f);
     for (size_t m = 0; m < M; m++) {
-        f->K->i4_prep(xr[m], pk->cols, pk->gsize, buf + m * xp_stride(f));
         out[m] = buf + m * xp_stride(f);
+        if (sums) {
+            moeq__bf16_group_sums(t->xb[m], pk->cols, pk->gsize, buf + m * xp_stride(f));
+        } else {
+            f->K->i4_prep(xr[m], pk->cols, pk->gsize, buf + m * xp_stride(f));
+        }
     }
     return out;
 }
@@ -499,8 +509,8 @@ static bool gemv_bf16_block(const fast *f, const moeq__proj *pj, bool codes) {
 }
 
 /* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything);
- * xg: the rows for the gemv kernel (gemv_rows); codes: t->xb holds the rows
- * as bfloat16 too. */
+ * xg: what the gemv kernels read per row (gemv_rows); codes: t->xb holds the
+ * rows as bfloat16 too. */
 static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t M,
                        const float *const *xr, const float *const *xg, float *C, bool codes) {
     const moeq__kern *K = f->K;
@@ -511,7 +521,7 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
             K->gemv(&pj->pk, b, M, xg, C, 16);
             return;
         }
-        K->gemv_bf16(&pj->pk, b, M, t->xb, C, 16);
+        K->gemv_bf16(&pj->pk, b, M, t->xb, xg, C, 16);
         times_row_scale(f, t, M, C);
         return;
     }
@@ -684,8 +694,8 @@ static void step_tokens2(void *arg, int tid, int nt) {
     }
 }
 
-/* C = block b of pj for the item's M rows, by the layer's path (xg: the
- * float path's gemv rows for pj). */
+/* C = block b of pj for the item's M rows, by the layer's path (xg: what
+ * the gemv kernels read per row for pj, gemv_rows). */
 static void block_out(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t M,
                       const float *const *xg, float *C) {
     if (f->int8) {
@@ -717,12 +727,11 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
     const moeq__proj *pg = &l->projs[it->e * 3 + MOEQ__GATE], *pu = &l->projs[it->e * 3 + MOEQ__UP];
     const float *rows_g[MOEQ__GEMV_MAX], *rows_u[MOEQ__GEMV_MAX];
     const float *const *xg = t->xr, *const *xu = t->xr;
-    if (!f->int8 && !f->fp4) { /* the float path's gemv rows */
-        if (!gemv_bf16_block(f, pg, f->bx)) xg = xu = gemv_rows(f, t, pg, M, t->xr, 0, rows_g);
-        if (!gemv_bf16_block(f, pu, f->bx) &&
-            (pu->pk.code != pg->pk.code || pu->pk.gsize != pg->pk.gsize ||
-             pu->w.kind != pg->w.kind)) {
-            xu = gemv_rows(f, t, pu, M, t->xr, 1, rows_u);
+    if (!f->int8 && !f->fp4) { /* what the gemv kernels read per row */
+        xg = xu = gemv_rows(f, t, pg, M, t->xr, f->bx, 0, rows_g);
+        if (pu->pk.code != pg->pk.code || pu->pk.gsize != pg->pk.gsize ||
+            pu->w.kind != pg->w.kind) {
+            xu = gemv_rows(f, t, pu, M, t->xr, f->bx, 1, rows_u);
         }
     }
     /* An expert with few rows has its whole projection in this item: gate's
@@ -791,9 +800,8 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     }
     const moeq__proj *pd = &l->projs[it->e * 3 + MOEQ__DOWN];
     const float *rows[MOEQ__GEMV_MAX];
-    const float *const *xg = f->int8 || f->fp4 || gemv_bf16_block(f, pd, f->fp8b)
-                                 ? t->xr
-                                 : gemv_rows(f, t, pd, M, t->xr, 0, rows);
+    const float *const *xg =
+        f->int8 || f->fp4 ? t->xr : gemv_rows(f, t, pd, M, t->xr, f->fp8b, 0, rows);
     for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
             prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB); /* the panels fetch their own */

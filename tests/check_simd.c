@@ -261,14 +261,21 @@ static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
 
 /* y[m*20 + r] (m < M, rows r of block b that exist) is the float64 dot product
  * of x[m] and row b*16 + r of w ([R][C]), up to float rounding. */
+/* y within 1e-6 of the magnitude of the sum's terms; off24: I4 codes on
+ * gemv_bf16, whose terms are x * (16 + n), at most |x * (n - 8)| + 24 |x|,
+ * and -24 x in the group's sum (kernels.h): 48 |x * ks| more per column */
 static void check_dot(const char *what, const float *y, size_t M, size_t b, size_t R, size_t C,
-                      const float *w, const float *const *x) {
+                      const float *w, const float *const *x, const moeq__packed *off24) {
     for (size_t m = 0; m < M; m++) {
         for (size_t r = 0; r < 16 && b * 16 + r < R; r++) {
             double d = 0, mag = 0;
             for (size_t c = 0; c < C; c++) {
                 d += (double)x[m][c] * w[(b * 16 + r) * C + c];
                 mag += fabs((double)x[m][c] * w[(b * 16 + r) * C + c]);
+                if (off24) {
+                    const float ks = moeq__pk_ks(off24, b * 16 + r, c / off24->gsize);
+                    mag += 48.0 * fabs((double)x[m][c] * ks);
+                }
             }
             ck_assert_msg(fabs(y[m * 20 + r] - d) <= 1e-6 * mag + 1e-30,
                           "%s M=%zu row %zu: %g vs %g", what, M, b * 16 + r, (double)y[m * 20 + r],
@@ -405,7 +412,7 @@ START_TEST(test_packed_kernels) {
                 float yp[4 * 20], ys[4 * 20];
                 P->gemv(&s.pk, b, M, xg, yp, 20);
                 /* the portable gemv is the dot product, up to float rounding */
-                check_dot("gemv", yp, M, b, R, C, want, xs);
+                check_dot("gemv", yp, M, b, R, C, want, xs, NULL);
                 if (S) {
                     S->gemv(&s.pk, b, M, xg, ys, 20);
                     for (size_t m = 0; m < M; m++) {
@@ -432,16 +439,21 @@ START_TEST(test_packed_kernels) {
             }
         }
         const uint16_t *xbs[4] = {xb, xb + C, xb + 2 * C, xb + 3 * C};
+        /* I4 reads the rows' group sums (the same in both tables) */
+        float *gsum = malloc(sizeof(float) * 4 * C);
+        for (size_t m = 0; m < 4; m++) moeq__bf16_group_sums(xbs[m], C, s.pk.gsize, gsum + m * C);
+        const float *gsums[4] = {gsum, gsum + C, gsum + 2 * C, gsum + 3 * C};
         float *xbf = malloc(sizeof(float) * 4 * C); /* the same values */
         for (size_t i = 0; i < 4 * C; i++) xbf[i] = moeq__bf16_to_f32(xb[i]);
         const float *xbfs[4] = {xbf, xbf + C, xbf + 2 * C, xbf + 3 * C};
         for (size_t M = 1; M <= MOEQ__GEMV_MAX; M++) {
             for (size_t b = 0; b < s.pk.blocks; b++) {
                 float yp[4 * 20], ys[4 * 20];
-                P->gemv_bf16(&s.pk, b, M, xbs, yp, 20);
-                check_dot("gemv_bf16", yp, M, b, R, C, want, xbfs);
+                P->gemv_bf16(&s.pk, b, M, xbs, gsums, yp, 20);
+                check_dot("gemv_bf16", yp, M, b, R, C, want, xbfs,
+                          s.pk.code == MOEQ__PK_I4 ? &s.pk : NULL);
                 if (S) {
-                    S->gemv_bf16(&s.pk, b, M, xbs, ys, 20);
+                    S->gemv_bf16(&s.pk, b, M, xbs, gsums, ys, 20);
                     for (size_t m = 0; m < M; m++) {
                         ck_assert_msg(memcmp(yp + m * 20, ys + m * 20, 16 * sizeof(float)) == 0,
                                       "%s gemv_bf16 M=%zu differs (kind %d shape %zu block %zu)",
@@ -452,6 +464,7 @@ START_TEST(test_packed_kernels) {
         }
         free(xb);
         free(xbf);
+        free(gsum);
         if (s.pk.code == MOEQ__PK_I8 || s.pk.code == MOEQ__PK_I4) check_idot(&s.pk, C, si);
         free(x);
         free(prep);

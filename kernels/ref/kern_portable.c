@@ -120,9 +120,16 @@ static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *c
     }
 }
 
+/* gemv_bf16's code value: kv, or for I4 u = 1 + n/16 = (kv + 24) / 16 (exact) */
+static float bf16_kv(const moeq__packed *pk, size_t row, size_t k, bool i4) {
+    const float kv = moeq__pk_kv(pk, row, k);
+    return i4 ? (kv + 24.0f) * 0.0625f : kv;
+}
+
 static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M, const uint16_t *const *x,
-                      float *y, size_t ldy) {
+                      const float *const *xsum, float *y, size_t ldy) {
     const size_t nch = M == 1 ? 4 : 2;
+    const bool i4 = pk->code == MOEQ__PK_I4;
     const float d = pk->gdiv * 0x1p-8f;
     for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
         const size_t row = blk * MOEQ__PK_ROWS + r;
@@ -134,10 +141,11 @@ static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M, const uint16
                 for (size_t p = 0; p < pk->gsize / 2; p++) {
                     const size_t k = k0 + 2 * p;
                     float *c = &ch[p % nch];
-                    *c = fmaf(moeq__pk_kv(pk, row, k + 1), bf16_val(x[m][k + 1]), *c);
-                    *c = fmaf(moeq__pk_kv(pk, row, k), bf16_val(x[m][k]), *c);
+                    *c = fmaf(bf16_kv(pk, row, k + 1, i4), bf16_val(x[m][k + 1]), *c);
+                    *c = fmaf(bf16_kv(pk, row, k, i4), bf16_val(x[m][k]), *c);
                 }
-                const float part = nch == 4 ? (ch[0] + ch[1]) + (ch[2] + ch[3]) : ch[0] + ch[1];
+                float part = nch == 4 ? (ch[0] + ch[1]) + (ch[2] + ch[3]) : ch[0] + ch[1];
+                if (i4) part = fmaf(-24.0f, xsum[m][g], 16.0f * part);
                 tot = fmaf(part, gemv_scale(pk, row, g), tot);
             }
             y[m * ldy + r] = pk->scale_kind == MOEQ__PS_E4M3_DIV ? tot / d : tot;

@@ -266,6 +266,16 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
 
 /* ---- reading ----------------------------------------------------------------------- */
 
+void moeq__bf16_group_sums(const uint16_t *x, size_t cols, size_t gsize, float *out) {
+    for (size_t g = 0; g * gsize < cols; g++) {
+        float l[8] = {0};
+        for (size_t k = g * gsize; k < (g + 1) * gsize; k += 8) {
+            for (size_t j = 0; j < 8; j++) l[j] += moeq__bits_f32((uint32_t)x[k + j] << 16);
+        }
+        out[g] = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    }
+}
+
 float moeq__pk_kv(const moeq__packed *pk, size_t r, size_t c) {
     const uint8_t *bc = pk->codes + (r / MOEQ__PK_ROWS) * pk->blk_code_bytes;
     const size_t rr = r % MOEQ__PK_ROWS;

@@ -716,19 +716,21 @@ AI void store_pairs(uint16_t *o, __m256 a0, __m256 a1, __m256 b0, __m256 b1) {
 
 /* The code values (kv) of columns k .. k + 3 of the block at bc, unscaled,
  * decoded as the panels decode them (COLS4; I4 through the masked nibble
- * n * 2^(4i), then fma(that, 2^(-4i), -8) = n - 8 exactly): column k + j in
+ * n * 2^(4i), then fma(that, 2^(-4i), -8) = n - 8 exactly, or with u16
+ * fma(that, 2^(-4i-4), 1) = 1 + n/16, gemv_bf16's u): column k + j in
  * f[2j] (rows 0-7) and f[2j + 1] (rows 8-15).  lutl, luth: nib_lut's. */
-AI void kv4(const uint8_t *bc, size_t k, const int code, __m256i lutl, __m256i luth, __m256 f[8]) {
+AI void kv4(const uint8_t *bc, size_t k, const int code, __m256i lutl, __m256i luth, __m256 f[8],
+            const int u16) {
     if (code == MOEQ__PK_I4) {
         __m256i u, v, uh, vh;
         I4_LOAD(bc + (k / 8) * 64, u, v, uh, vh);
-        const __m256 m8 = _mm256_set1_ps(-8.0f);
+        const __m256 add = _mm256_set1_ps(u16 ? 1.0f : -8.0f);
 #define I4_KV(i, a, b)                                                                             \
     do {                                                                                           \
-        const __m256 d_ = _mm256_set1_ps(1.0f / (float)(1 << (4 * ((i)&3))));                      \
+        const __m256 d_ = _mm256_set1_ps(1.0f / (float)(1 << (4 * ((i)&3) + (u16 ? 4 : 0))));      \
         I4_COL(u, v, uh, vh, i, a, b);                                                             \
-        a = _mm256_fmadd_ps(a, d_, m8);                                                            \
-        b = _mm256_fmadd_ps(b, d_, m8);                                                            \
+        a = _mm256_fmadd_ps(a, d_, add);                                                           \
+        b = _mm256_fmadd_ps(b, d_, add);                                                           \
     } while (0)
         if (k % 8 == 0) {
             I4_KV(0, f[0], f[1]);
@@ -760,7 +762,7 @@ AI void panel_bf16_impl(const moeq__packed *pk, size_t blk, size_t k0, size_t nk
         __m256 f[8];
         uint16_t *o = Pb + ((k - k0) / 2) * 32;
         PF_AT(bc, k + nk, code); /* the next panel's codes */
-        kv4(bc, k, code, lutl, luth, f);
+        kv4(bc, k, code, lutl, luth, f, 0);
         if (scaled) {
             if (k >= g_end) {
                 scales16(pk, blk, k / pk->gsize, s);
@@ -855,7 +857,8 @@ static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *c
 
 static void bf16_to_f32(const uint16_t *src, size_t n, float *dst); /* the table's, below */
 
-/* gemv_bf16 (kernels.h): kv4's code values in registers against the rows of
+/* gemv_bf16 (kernels.h): kv4's code values (I4: u = 1 + n/16, each group's
+ * partial then fma(-24, S_g, 16 * partial)) in registers against the rows of
  * x made float32 (exact) GB16_CHUNK columns at a time, each pair of exact
  * products added as vdpbf16ps adds them (two fused multiply-adds, odd column
  * first) into chains acc[m][c] (rows 0-7, 8-15); eight columns per step,
@@ -863,8 +866,9 @@ static void bf16_to_f32(const uint16_t *src, size_t n, float *dst); /* the table
  * 0, 1.  It keeps the avx512 table's bits where the CPU lacks AVX512_BF16 or
  * under MOEQ_KERNELS=avx2, at 0.5-0.9x the float gemv's rate (kern_bench,
  * hot): moe_fast.c uses gemv_bf16 only on CPUs with AVX512_BF16. */
-AI void gemv_bf16_impl(const moeq__packed *pk, size_t blk, const uint16_t *const *x, float *y,
-                       size_t ldy, const int code, const int M) {
+AI void gemv_bf16_impl(const moeq__packed *pk, size_t blk, const uint16_t *const *x,
+                       const float *const *xsum, float *y, size_t ldy, const int code,
+                       const int M) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
     const __m256i lutl = code == MOEQ__PK_NIB ? nib_lut(pk, 0) : _mm256_setzero_si256();
     const __m256i luth = code == MOEQ__PK_NIB ? nib_lut(pk, 1) : _mm256_setzero_si256();
@@ -887,7 +891,7 @@ AI void gemv_bf16_impl(const moeq__packed *pk, size_t blk, const uint16_t *const
                 if (MOEQ__PK_COL_BYTES(code) == 16u) PF(bc, k + 4, code);
                 for (int h = 0; h < 2; h++) {
                     __m256 f[8];
-                    kv4(bc, k + 4 * (size_t)h, code, lutl, luth, f);
+                    kv4(bc, k + 4 * (size_t)h, code, lutl, luth, f, 1);
                     const int c0 = M == 1 ? 2 * h : 0;
                     for (int m = 0; m < M; m++) {
                         for (int q = 0; q < 2; q++) { /* columns k + 4h + 2q and the next */
@@ -908,10 +912,13 @@ AI void gemv_bf16_impl(const moeq__packed *pk, size_t blk, const uint16_t *const
         scales16_raw(pk, blk, g, s);
         for (int m = 0; m < M; m++) {
             for (int h = 0; h < 2; h++) {
-                const __m256 part =
-                    M == 1 ? _mm256_add_ps(_mm256_add_ps(acc[m][0][h], acc[m][1][h]),
-                                           _mm256_add_ps(acc[m][2][h], acc[m][3][h]))
-                           : _mm256_add_ps(acc[m][0][h], acc[m][1][h]);
+                __m256 part = M == 1 ? _mm256_add_ps(_mm256_add_ps(acc[m][0][h], acc[m][1][h]),
+                                                     _mm256_add_ps(acc[m][2][h], acc[m][3][h]))
+                                     : _mm256_add_ps(acc[m][0][h], acc[m][1][h]);
+                if (code == MOEQ__PK_I4) { /* fma(-24, S_g, 16 * partial) */
+                    part = _mm256_fmadd_ps(_mm256_set1_ps(-24.0f), _mm256_set1_ps(xsum[m][g]),
+                                           _mm256_mul_ps(part, _mm256_set1_ps(16.0f)));
+                }
                 tot[m][h] = _mm256_fmadd_ps(part, s[h], tot[m][h]);
             }
         }
@@ -923,8 +930,8 @@ AI void gemv_bf16_impl(const moeq__packed *pk, size_t blk, const uint16_t *const
 }
 
 static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M, const uint16_t *const *x,
-                      float *y, size_t ldy) {
-#define CALL(code, m) gemv_bf16_impl(pk, blk, x, y, ldy, code, m)
+                      const float *const *xsum, float *y, size_t ldy) {
+#define CALL(code, m) gemv_bf16_impl(pk, blk, x, xsum, y, ldy, code, m)
     MOEQ__GEMV_DISPATCH(CALL)
 #undef CALL
 }

@@ -594,12 +594,14 @@ BF16_FN static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uin
 /* Eight columns of a block as four vectors of bfloat16 code values, one row
  * per 32-bit lane, column pair q (2q, 2q + 1) in w[q], its first column in
  * the low half.  No floats on the way:
- * - I4, NIB: vpermw looks each 16-bit half's low 5 bits up in a 32-entry
- *   table that holds the 16 code values twice (bit 4 is the next nibble's
- *   and does not matter).  I4: one vpmultishiftqb per pair puts its two
- *   nibbles at the bottom of the halves; NIB: one vpermb per 4 columns puts
- *   the bytes of columns 4j and 4j + 1 there (low nibbles), a 16-bit shift
- *   by 4 their high nibbles (columns 4j + 2, 4j + 3).
+ * - I4: the values are u = 1 + n/16 (kernels.h), bfloat16 0x3F80 | n << 3:
+ *   one vpmultishiftqb per pair puts each half's nibble at bits 3-6 of its
+ *   low byte, one vpternlogd keeps those bits and or-s in 0x3F80.
+ * - NIB: vpermw looks each 16-bit half's low 5 bits up in a 32-entry table
+ *   that holds the 16 code values twice (bit 4 is the next nibble's and does
+ *   not matter); one vpermb per 4 columns puts the bytes of columns 4j and
+ *   4j + 1 there (low nibbles), a 16-bit shift by 4 their high nibbles
+ *   (columns 4j + 2, 4j + 3).
  * - E4M3: vpermi2b looks the low and the high byte of the bfloat16 of
  *   e4m3(b & 0x7F) * 2^-8 up in two 128-entry tables, the sign bit is or-ed
  *   into the high byte and one two-source vpermb per pair puts the bytes in
@@ -639,18 +641,19 @@ _Alignas(64) static const uint8_t e4p_idx[2][64] = {E4P_V(0), E4P_V(1)};
             NIBP_B(h, 12), NIBP_B(h, 13), NIBP_B(h, 14), NIBP_B(h, 15)                             \
     }
 _Alignas(64) static const uint8_t nibp_idx[2][64] = {NIBP_V(0), NIBP_V(1)};
-/* bfloat16 of n - 8 for n = 0..15, twice */
-#define I4B16                                                                                      \
-    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80, 0x0000, 0x3F80, 0x4000,        \
-        0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0
-_Alignas(64) static const uint16_t i4b_tab[32] = {I4B16, I4B16};
-
-/* pair q's nibbles of an I4 word at the bottom of its two halves (the
- * bytes at bit offsets 8q and 8q + 4 of each row's word) */
+/* pair q's nibbles of an I4 word (bit offsets 8q and 8q + 4 of each row's
+ * 32-bit word, two rows per 64 bits) at bits 3-6 of the low bytes of its two
+ * halves: the 8 bits from 3 below each (wrapping around the 64 bits for
+ * q = 0; the bits around the nibble are masked off) */
 #define I4P_CTRL(q)                                                                                \
-    _mm512_set1_epi64((long long)((uint64_t)(8 * (q)) | (uint64_t)(8 * (q) + 4) << 16 |            \
-                                  (uint64_t)(32 + 8 * (q)) << 32 |                                 \
-                                  (uint64_t)(36 + 8 * (q)) << 48))
+    _mm512_set1_epi64((long long)((uint64_t)((8 * (q) + 61) % 64) |                              \
+                                  (uint64_t)(8 * (q) + 1) << 16 |                                  \
+                                  (uint64_t)(29 + 8 * (q)) << 32 |                                 \
+                                  (uint64_t)(33 + 8 * (q)) << 48))
+/* (w & 0x0078) | 0x3F80 per 16 bits: the bfloat16 1 + n/16 */
+#define I4_U(v, q)                                                                                 \
+    _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(I4P_CTRL(q), v),                        \
+                              _mm512_set1_epi16(0x0078), _mm512_set1_epi16(0x3F80), 0xEA)
 
 AI __m512i e4m3_pair(__m512i v, __m512i tlo0, __m512i tlo1, __m512i thi0, __m512i thi1, int q) {
     const __m512i lo = _mm512_permutex2var_epi8(tlo0, v, tlo1);
@@ -668,13 +671,12 @@ AI __m512i i8_pair(const uint8_t *p) {
                                      0xF8);
 }
 
-BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *const *x, float *y,
-                            size_t ldy, const int code, const int M) {
+BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *const *x,
+                            const float *const *xsum, float *y, size_t ldy, const int code,
+                            const int M) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
     __m512i tab = _mm512_setzero_si512(), t1 = tab, t2 = tab, t3 = tab;
-    if (code == MOEQ__PK_I4) {
-        tab = _mm512_load_si512(i4b_tab);
-    } else if (code == MOEQ__PK_NIB) {
+    if (code == MOEQ__PK_NIB) {
         const __m128i l = _mm_loadu_si128((const __m128i *)(const void *)pk->lut_bf16[0]);
         const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)pk->lut_bf16[1]);
         const __m256i w = _mm256_set_m128i(_mm_unpackhi_epi8(l, h), _mm_unpacklo_epi8(l, h));
@@ -700,10 +702,10 @@ BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *
             __m512i w0, w1, w2, w3;
             if (code == MOEQ__PK_I4) {
                 const __m512i u = _mm512_loadu_si512(bc + (k / 8) * 64);
-                w0 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4P_CTRL(0), u), tab);
-                w1 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4P_CTRL(1), u), tab);
-                w2 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4P_CTRL(2), u), tab);
-                w3 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4P_CTRL(3), u), tab);
+                w0 = I4_U(u, 0);
+                w1 = I4_U(u, 1);
+                w2 = I4_U(u, 2);
+                w3 = I4_U(u, 3);
             } else if (code == MOEQ__PK_NIB) {
                 const __m512i v = _mm512_loadu_si512(bc + (k / 4) * 32);
                 const __m512i d0 = _mm512_permutexvar_epi8(_mm512_load_si512(nibp_idx[0]), v);
@@ -745,23 +747,30 @@ BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *
 #undef DP
         }
         const __m512 s = scales16_raw(pk, blk, g);
+/* I4: fma(-24, S_g, 16 * partial) (kernels.h) */
+#define PART(p, m)                                                                                 \
+    (code == MOEQ__PK_I4 ? _mm512_fmadd_ps(_mm512_set1_ps(-24.0f), _mm512_set1_ps(xsum[m][g]),    \
+                                           _mm512_mul_ps(p, _mm512_set1_ps(16.0f)))              \
+                         : (p))
         if (M == 1) {
-            t0 =
-                _mm512_fmadd_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)), s, t0);
+            t0 = _mm512_fmadd_ps(
+                PART(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)), 0), s, t0);
         } else {
-            t0 = _mm512_fmadd_ps(_mm512_add_ps(e0, o0), s, t0);
-            if (M > 1) tt1 = _mm512_fmadd_ps(_mm512_add_ps(e1, o1), s, tt1);
-            if (M > 2) tt2 = _mm512_fmadd_ps(_mm512_add_ps(e2, o2), s, tt2);
-            if (M > 3) tt3 = _mm512_fmadd_ps(_mm512_add_ps(e3, o3), s, tt3);
+            t0 = _mm512_fmadd_ps(PART(_mm512_add_ps(e0, o0), 0), s, t0);
+            if (M > 1) tt1 = _mm512_fmadd_ps(PART(_mm512_add_ps(e1, o1), 1), s, tt1);
+            if (M > 2) tt2 = _mm512_fmadd_ps(PART(_mm512_add_ps(e2, o2), 2), s, tt2);
+            if (M > 3) tt3 = _mm512_fmadd_ps(PART(_mm512_add_ps(e3, o3), 3), s, tt3);
         }
+#undef PART
     }
     const __m512 tot[4] = {t0, tt1, tt2, tt3};
     gemv_store(pk, tot, M, y, ldy);
 }
 
 BF16_FN static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M,
-                              const uint16_t *const *x, float *y, size_t ldy) {
-#define CALL(code, m) gemv_bf16_z(pk, blk, x, y, ldy, code, m)
+                              const uint16_t *const *x, const float *const *xsum, float *y,
+                              size_t ldy) {
+#define CALL(code, m) gemv_bf16_z(pk, blk, x, xsum, y, ldy, code, m)
     MOEQ__GEMV_DISPATCH(CALL)
 #undef CALL
 }

@@ -216,22 +216,47 @@ static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_
 /* Byte gathers for the decodes (vpermb indices).
  * NIB: the chunk of columns 4j..4j+3 holds row r of column 4j + c (c = 0, 1)
  * in the low nibble of byte 16 ((r & 7) >> 2) + 8c + 2 (r & 3) + (r >> 3)
- * (kernels.h) and column 4j + 2 + c in its high nibble; nib_idx[h][c] puts
- * that byte of chunk h (of two in 64 bytes) at the bottom of lane r.
+ * (kernels.h) and column 4j + 2 + c in its high nibble; nibp_idx[h] puts
+ * the bytes of columns 4j and 4j + 1 of chunk h (of two in 64 bytes) in the
+ * low and the high 16-bit half of lane r.
  * E4M3: e4m3_idx[p] makes byte 32p + j the high byte of word j (the low
  * bytes are masked to zero): b << 8, the first step of kern_avx2.c's
  * e4m3_f16. */
 #define NIB_I(h, c, r) (32 * (h) + 16 * (((r)&7) >> 2) + 8 * (c) + 2 * ((r)&3) + ((r) >> 3))
-#define NIB_D(h, c, r) NIB_I(h, c, r), NIB_I(h, c, r), NIB_I(h, c, r), NIB_I(h, c, r)
-#define NIB_V(h, c)                                                                                \
+#define NIBP_B(h, r)   NIB_I(h, 0, r), NIB_I(h, 0, r), NIB_I(h, 1, r), NIB_I(h, 1, r)
+#define NIBP_V(h)                                                                                  \
     {                                                                                              \
-        NIB_D(h, c, 0), NIB_D(h, c, 1), NIB_D(h, c, 2), NIB_D(h, c, 3), NIB_D(h, c, 4),            \
-            NIB_D(h, c, 5), NIB_D(h, c, 6), NIB_D(h, c, 7), NIB_D(h, c, 8), NIB_D(h, c, 9),        \
-            NIB_D(h, c, 10), NIB_D(h, c, 11), NIB_D(h, c, 12), NIB_D(h, c, 13), NIB_D(h, c, 14),   \
-            NIB_D(h, c, 15)                                                                        \
+        NIBP_B(h, 0), NIBP_B(h, 1), NIBP_B(h, 2), NIBP_B(h, 3), NIBP_B(h, 4), NIBP_B(h, 5),        \
+            NIBP_B(h, 6), NIBP_B(h, 7), NIBP_B(h, 8), NIBP_B(h, 9), NIBP_B(h, 10), NIBP_B(h, 11),  \
+            NIBP_B(h, 12), NIBP_B(h, 13), NIBP_B(h, 14), NIBP_B(h, 15)                             \
     }
-_Alignas(64) static const uint8_t nib_idx[2][2][64] = {{NIB_V(0, 0), NIB_V(0, 1)},
-                                                       {NIB_V(1, 0), NIB_V(1, 1)}};
+_Alignas(64) static const uint8_t nibp_idx[2][64] = {NIBP_V(0), NIBP_V(1)};
+
+/* NIB: the 32-entry vpermw table of nib_pairs, the bfloat16 code values
+ * twice (exact: moeq__packed's lut_bf16) */
+AI __m512i nib_tab(const moeq__packed *pk) {
+    const __m128i l = _mm_loadu_si128((const __m128i *)(const void *)pk->lut_bf16[0]);
+    const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)pk->lut_bf16[1]);
+    return _mm512_broadcast_i64x4(
+        _mm256_set_m128i(_mm_unpackhi_epi8(l, h), _mm_unpacklo_epi8(l, h)));
+}
+
+/* NIB columns k .. k + 7 of a block (its 64 bytes at p) as four vectors of
+ * bfloat16 code values, one row per 32-bit lane, column pair q (k + 2q,
+ * k + 2q + 1) in w[q], its first column in the low half: one vpermb per 4
+ * columns puts the bytes of columns 4j and 4j + 1 in the halves (low
+ * nibbles), a 16-bit shift by 4 their high nibbles (columns 4j + 2,
+ * 4j + 3), and vpermw looks each half's low 5 bits up in tab (bit 4 is the
+ * next nibble's and does not matter). */
+AI void nib_pairs(const uint8_t *p, __m512i tab, __m512i w[4]) {
+    const __m512i v = _mm512_loadu_si512(p);
+    const __m512i d0 = _mm512_permutexvar_epi8(_mm512_load_si512(nibp_idx[0]), v);
+    const __m512i d1 = _mm512_permutexvar_epi8(_mm512_load_si512(nibp_idx[1]), v);
+    w[0] = _mm512_permutexvar_epi16(d0, tab);
+    w[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(d0, 4), tab);
+    w[2] = _mm512_permutexvar_epi16(d1, tab);
+    w[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(d1, 4), tab);
+}
 #define E4_W(p, j) 0, 32 * (p) + (j)
 #define E4_8(p, j)                                                                                 \
     E4_W(p, j), E4_W(p, j + 1), E4_W(p, j + 2), E4_W(p, j + 3), E4_W(p, j + 4), E4_W(p, j + 5),    \
@@ -268,8 +293,10 @@ _Alignas(64) static const uint8_t e4m3_idx[2][64] = {
 #define PH2B_7 a3
 
 /* Columns k .. k + 7 of block bc, 16 rows each, in kernel units (I4: n *
- * 2^(4 (i % 4)), as kern_avx2.c's I4_COL), into f0 .. f7. */
-#define COLS8(bc, k, code, lut)                                                                    \
+ * 2^(4 (i % 4)), as kern_avx2.c's I4_COL; NIB: nib_pairs's bfloat16 pairs,
+ * each half made a float by a shift or a mask), into f0 .. f7.  tab: NIB's
+ * nib_tab. */
+#define COLS8(bc, k, code, tab)                                                                    \
     __m512 f0, f1, f2, f3, f4, f5, f6, f7;                                                         \
     if ((code) == MOEQ__PK_I4) {                                                                   \
         const __m512i u_ = _mm512_loadu_si512((bc) + ((k) / 8) * 64);                              \
@@ -283,11 +310,16 @@ _Alignas(64) static const uint8_t e4m3_idx[2][64] = {
         f6 = I4_COL(uh_, 2);                                                                       \
         f7 = I4_COL(uh_, 3);                                                                       \
     } else if ((code) == MOEQ__PK_NIB) {                                                           \
-        const __m512i v_ = _mm512_loadu_si512((bc) + ((k) / 4) * 32);                              \
-        NIB_COLS(v_, lut, 0, 0, f0, f2);                                                           \
-        NIB_COLS(v_, lut, 0, 1, f1, f3);                                                           \
-        NIB_COLS(v_, lut, 1, 0, f4, f6);                                                           \
-        NIB_COLS(v_, lut, 1, 1, f5, f7);                                                           \
+        __m512i w_[4];                                                                             \
+        nib_pairs((bc) + ((k) / 4) * 32, tab, w_);                                                 \
+        f0 = BF16_LO(w_[0]);                                                                       \
+        f1 = BF16_HI(w_[0]);                                                                       \
+        f2 = BF16_LO(w_[1]);                                                                       \
+        f3 = BF16_HI(w_[1]);                                                                       \
+        f4 = BF16_LO(w_[2]);                                                                       \
+        f5 = BF16_HI(w_[2]);                                                                       \
+        f6 = BF16_LO(w_[3]);                                                                       \
+        f7 = BF16_HI(w_[3]);                                                                       \
     } else if ((code) == MOEQ__PK_E4M3) {                                                          \
         const __m512i v_ = _mm512_loadu_si512((bc) + (k)*MOEQ__PK_ROWS);                           \
         const __m512i v2_ = _mm512_loadu_si512((bc) + ((k) + 4) * MOEQ__PK_ROWS);                  \
@@ -308,13 +340,9 @@ _Alignas(64) static const uint8_t e4m3_idx[2][64] = {
 
 /* nibble i % 4 of each row's word, converted: n * 2^(4 (i % 4)) */
 #define I4_COL(u, i) _mm512_cvtepi32_ps(_mm512_and_si512(u, _mm512_set1_epi32(0xF << (4 * (i)))))
-/* chunk h's column c (low nibbles) into lo and column c + 2 (high) into hi */
-#define NIB_COLS(v, lut, h, c, lo, hi)                                                             \
-    do {                                                                                           \
-        const __m512i d_ = _mm512_permutexvar_epi8(_mm512_load_si512(nib_idx[h][c]), v);           \
-        lo = _mm512_permutexvar_ps(d_, lut);                                                       \
-        hi = _mm512_permutexvar_ps(_mm512_srli_epi32(d_, 4), lut);                                 \
-    } while (0)
+/* the float32 of a lane's low or high bfloat16 half */
+#define BF16_LO(w) _mm512_castsi512_ps(_mm512_slli_epi32(w, 16))
+#define BF16_HI(w) _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xFFFF0000u)))
 /* columns 2p and 2p + 1 of the 4 in v (16 bytes each) */
 #define E4M3_COLS(v, p, a, b)                                                                      \
     do {                                                                                           \
@@ -350,7 +378,7 @@ AI void gemv_store(const moeq__packed *pk, const __m512 *tot, int M, float *y, s
 AI void gemv_z(const moeq__packed *pk, size_t blk, const float *const *x, float *y, size_t ldy,
                const int code, const int M) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    const __m512 lut = code == MOEQ__PK_NIB ? _mm512_loadu_ps(pk->lut) : _mm512_setzero_ps();
+    const __m512i tab = code == MOEQ__PK_NIB ? nib_tab(pk) : _mm512_setzero_si512();
     const float *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
                 *x3 = M > 3 ? x[3] : x0;
     const __m512 z = _mm512_setzero_ps();
@@ -360,7 +388,7 @@ AI void gemv_z(const moeq__packed *pk, size_t blk, const float *const *x, float 
         __m512 a0 = z, a1 = z, a2 = z, a3 = z;
         for (size_t k = g * gs; k < (g + 1) * gs; k += 8) {
             PF8(bc, k, code);
-            COLS8(bc, k, code, lut)
+            COLS8(bc, k, code, tab)
 #define FMA(a, xp, i, f) a = _mm512_fmadd_ps(f, _mm512_set1_ps((xp)[k + (i)]), a)
 #define STEP(i, f)                                                                                 \
     if (M == 1) {                                                                                  \
@@ -433,7 +461,7 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
         for (; k < kend; k += 8) {
             /* the next panel's codes, as kern_avx2.c's panels fetch them */
             PF8_AT(bc, (k + nk) * MOEQ__PK_COL_BYTES(MOEQ__PK_E4M3), MOEQ__PK_E4M3);
-            COLS8(bc, k, MOEQ__PK_E4M3, _mm512_setzero_ps())
+            COLS8(bc, k, MOEQ__PK_E4M3, _mm512_setzero_si512())
             float *o = P + (k - k0) * MOEQ__PK_ROWS;
             _mm512_storeu_ps(o, _mm512_mul_ps(f0, s));
             _mm512_storeu_ps(o + 16, _mm512_mul_ps(f1, s));
@@ -597,11 +625,8 @@ BF16_FN static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uin
  * - I4: the values are u = 1 + n/16 (kernels.h), bfloat16 0x3F80 | n << 3:
  *   one vpmultishiftqb per pair puts each half's nibble at bits 3-6 of its
  *   low byte, one vpternlogd keeps those bits and or-s in 0x3F80.
- * - NIB: vpermw looks each 16-bit half's low 5 bits up in a 32-entry table
- *   that holds the 16 code values twice (bit 4 is the next nibble's and does
- *   not matter); one vpermb per 4 columns puts the bytes of columns 4j and
- *   4j + 1 there (low nibbles), a 16-bit shift by 4 their high nibbles
- *   (columns 4j + 2, 4j + 3).
+ * - NIB: nib_pairs (a vpermb per 4 columns, a vpermw per pair), as the
+ *   float gemv decodes them too.
  * - E4M3: vpermi2b looks the low and the high byte of the bfloat16 of
  *   e4m3(b & 0x7F) * 2^-8 up in two 128-entry tables, the sign bit is or-ed
  *   into the high byte and one two-source vpermb per pair puts the bytes in
@@ -632,15 +657,6 @@ _Alignas(64) static const uint8_t e4b_hi[128] = {R64(E4B_HI, 0), R64(E4B_HI, 64)
             E4P_B(q, 13), E4P_B(q, 14), E4P_B(q, 15)                                               \
     }
 _Alignas(64) static const uint8_t e4p_idx[2][64] = {E4P_V(0), E4P_V(1)};
-/* chunk h of a NIB load: the bytes of columns 4j and 4j + 1 of row r */
-#define NIBP_B(h, r) NIB_I(h, 0, r), NIB_I(h, 0, r), NIB_I(h, 1, r), NIB_I(h, 1, r)
-#define NIBP_V(h)                                                                                  \
-    {                                                                                              \
-        NIBP_B(h, 0), NIBP_B(h, 1), NIBP_B(h, 2), NIBP_B(h, 3), NIBP_B(h, 4), NIBP_B(h, 5),        \
-            NIBP_B(h, 6), NIBP_B(h, 7), NIBP_B(h, 8), NIBP_B(h, 9), NIBP_B(h, 10), NIBP_B(h, 11),  \
-            NIBP_B(h, 12), NIBP_B(h, 13), NIBP_B(h, 14), NIBP_B(h, 15)                             \
-    }
-_Alignas(64) static const uint8_t nibp_idx[2][64] = {NIBP_V(0), NIBP_V(1)};
 /* pair q's nibbles of an I4 word (bit offsets 8q and 8q + 4 of each row's
  * 32-bit word, two rows per 64 bits) at bits 3-6 of the low bytes of its two
  * halves: the 8 bits from 3 below each (wrapping around the 64 bits for
@@ -677,10 +693,7 @@ BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
     __m512i tab = _mm512_setzero_si512(), t1 = tab, t2 = tab, t3 = tab;
     if (code == MOEQ__PK_NIB) {
-        const __m128i l = _mm_loadu_si128((const __m128i *)(const void *)pk->lut_bf16[0]);
-        const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)pk->lut_bf16[1]);
-        const __m256i w = _mm256_set_m128i(_mm_unpackhi_epi8(l, h), _mm_unpacklo_epi8(l, h));
-        tab = _mm512_broadcast_i64x4(w);
+        tab = nib_tab(pk);
     } else if (code == MOEQ__PK_E4M3) {
         tab = _mm512_load_si512(e4b_lo);
         t1 = _mm512_load_si512(e4b_lo + 64);
@@ -707,13 +720,12 @@ BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *
                 w2 = I4_U(u, 2);
                 w3 = I4_U(u, 3);
             } else if (code == MOEQ__PK_NIB) {
-                const __m512i v = _mm512_loadu_si512(bc + (k / 4) * 32);
-                const __m512i d0 = _mm512_permutexvar_epi8(_mm512_load_si512(nibp_idx[0]), v);
-                const __m512i d1 = _mm512_permutexvar_epi8(_mm512_load_si512(nibp_idx[1]), v);
-                w0 = _mm512_permutexvar_epi16(d0, tab);
-                w1 = _mm512_permutexvar_epi16(_mm512_srli_epi16(d0, 4), tab);
-                w2 = _mm512_permutexvar_epi16(d1, tab);
-                w3 = _mm512_permutexvar_epi16(_mm512_srli_epi16(d1, 4), tab);
+                __m512i w[4];
+                nib_pairs(bc + (k / 4) * 32, tab, w);
+                w0 = w[0];
+                w1 = w[1];
+                w2 = w[2];
+                w3 = w[3];
             } else if (code == MOEQ__PK_E4M3) {
                 const __m512i v = _mm512_loadu_si512(bc + k * MOEQ__PK_ROWS);
                 const __m512i v2 = _mm512_loadu_si512(bc + (k + 4) * MOEQ__PK_ROWS);

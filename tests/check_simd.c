@@ -260,10 +260,10 @@ static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
 }
 
 /* y[m*20 + r] (m < M, rows r of block b that exist) is the float64 dot product
- * of x[m] and row b*16 + r of w ([R][C]), up to float rounding. */
-/* y within 1e-6 of the magnitude of the sum's terms; off24: I4 codes on
- * gemv_bf16, whose terms are x * (16 + n), at most |x * (n - 8)| + 24 |x|,
- * and -24 x in the group's sum (kernels.h): 48 |x * ks| more per column */
+ * of x[m] and row b*16 + r of w ([R][C]), up to float rounding: within 1e-6
+ * of the magnitude of the sum's terms.  off24: I4 codes on gemv_bf16, whose
+ * terms are x * (16 + n), at most |x * (n - 8)| + 24 |x|, and -24 x in the
+ * group's sum (kernels.h): 48 |x * ks| more per column. */
 static void check_dot(const char *what, const float *y, size_t M, size_t b, size_t R, size_t C,
                       const float *w, const float *const *x, const moeq__packed *off24) {
     for (size_t m = 0; m < M; m++) {
@@ -439,12 +439,23 @@ START_TEST(test_packed_kernels) {
             }
         }
         const uint16_t *xbs[4] = {xb, xb + C, xb + 2 * C, xb + 3 * C};
-        /* I4 reads the rows' group sums (the same in both tables) */
-        float *gsum = malloc(sizeof(float) * 4 * C);
-        for (size_t m = 0; m < 4; m++) moeq__bf16_group_sums(xbs[m], C, s.pk.gsize, gsum + m * C);
-        const float *gsums[4] = {gsum, gsum + C, gsum + 2 * C, gsum + 3 * C};
         float *xbf = malloc(sizeof(float) * 4 * C); /* the same values */
         for (size_t i = 0; i < 4 * C; i++) xbf[i] = moeq__bf16_to_f32(xb[i]);
+        /* I4 reads the rows' group sums (the same in both tables): i4_prep's
+         * S_g of the same values, bit for bit */
+        float *gsum = malloc(sizeof(float) * 4 * C);
+        float *prep_b = malloc(sizeof(float) * (C + C / 8));
+        for (size_t m = 0; m < 4; m++) {
+            moeq__bf16_group_sums(xbs[m], C, s.pk.gsize, gsum + m * C);
+            P->i4_prep(xbf + m * C, C, s.pk.gsize, prep_b);
+            for (size_t g = 0; g < C / s.pk.gsize; g++) {
+                ck_assert_msg(bits(gsum[m * C + g]) == bits(prep_b[C + g]),
+                              "group sum %zu of row %zu: %g vs i4_prep's %g", g, m,
+                              (double)gsum[m * C + g], (double)prep_b[C + g]);
+            }
+        }
+        free(prep_b);
+        const float *gsums[4] = {gsum, gsum + C, gsum + 2 * C, gsum + 3 * C};
         const float *xbfs[4] = {xbf, xbf + C, xbf + 2 * C, xbf + 3 * C};
         for (size_t M = 1; M <= MOEQ__GEMV_MAX; M++) {
             for (size_t b = 0; b < s.pk.blocks; b++) {

@@ -369,32 +369,6 @@ static void prefetch_cols(const moeq__packed *pk, size_t b, size_t k0, size_t nk
     for (size_t o = 0; o < nk * per; o += 64) __builtin_prefetch(p + o, 0, 2);
 }
 
-static bool gemv_bf16_block(const fast *f, const moeq__proj *pj, bool codes);
-
-/* What the gemv kernels read per row for pj besides the codes: for I4 codes
- * on the float gemv the rows i4_prep makes of xr, on gemv_bf16 (codes:
- * t->xb holds the rows as bfloat16) the rows' group sums
- * (moeq__bf16_group_sums), in buf (slot 0 or 1 of the thread's xp), pointed
- * to by out; else xr itself.  Made once per work item, they serve all its
- * blocks. */
-static const float *const *gemv_rows(const fast *f, const tscratch *t, const moeq__proj *pj,
-                                     size_t M, const float *const *xr, bool codes, int slot,
-                                     const float **out) {
-    const moeq__packed *pk = &pj->pk;
-    if (pj->w.kind != MOEQ__QW_PACKED || pk->code != MOEQ__PK_I4 || M > MOEQ__GEMV_MAX) return xr;
-    const bool sums = gemv_bf16_block(f, pj, codes);
-    float *buf = t->xp + (size_t)slot * MOEQ__GEMV_MAX * xp_stride(f);
-    for (size_t m = 0; m < M; m++) {
-        out[m] = buf + m * xp_stride(f);
-        if (sums) {
-            moeq__bf16_group_sums(t->xb[m], pk->cols, pk->gsize, buf + m * xp_stride(f));
-        } else {
-            f->K->i4_prep(xr[m], pk->cols, pk->gsize, buf + m * xp_stride(f));
-        }
-    }
-    return out;
-}
-
 /* Scale groups narrower than this keep the float path unless the panels can
  * hold scaled values (scaled_panels): each group's sums need their own
  * tile_bf16 calls and scaling, and with groups of 32 columns (w4a16_mxfp4,
@@ -506,6 +480,30 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
  * (FP8_GROUP) stay on the float gemv: its rows hold them already. */
 static bool gemv_bf16_block(const fast *f, const moeq__proj *pj, bool codes) {
     return codes && f->gemv_b && pj->w.kind == MOEQ__QW_PACKED && !grouped_fp8(f);
+}
+
+/* What the gemv kernels read per row for pj besides the codes: for I4 codes
+ * on the float gemv the rows i4_prep makes of xr, on gemv_bf16 (codes:
+ * t->xb holds the rows as bfloat16) the rows' group sums
+ * (moeq__bf16_group_sums), in buf (slot 0 or 1 of the thread's xp), pointed
+ * to by out; else xr itself.  Made once per work item, they serve all its
+ * blocks. */
+static const float *const *gemv_rows(const fast *f, const tscratch *t, const moeq__proj *pj,
+                                     size_t M, const float *const *xr, bool codes, int slot,
+                                     const float **out) {
+    const moeq__packed *pk = &pj->pk;
+    if (pj->w.kind != MOEQ__QW_PACKED || pk->code != MOEQ__PK_I4 || M > MOEQ__GEMV_MAX) return xr;
+    const bool sums = gemv_bf16_block(f, pj, codes);
+    float *buf = t->xp + (size_t)slot * MOEQ__GEMV_MAX * xp_stride(f);
+    for (size_t m = 0; m < M; m++) {
+        out[m] = buf + m * xp_stride(f);
+        if (sums) {
+            moeq__bf16_group_sums(t->xb[m], pk->cols, pk->gsize, buf + m * xp_stride(f));
+        } else {
+            f->K->i4_prep(xr[m], pk->cols, pk->gsize, buf + m * xp_stride(f));
+        }
+    }
+    return out;
 }
 
 /* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything);

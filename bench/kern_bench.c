@@ -1,13 +1,13 @@
 /*
  * kern_bench.c - throughput of the fast kernels alone, one thread: gemv
  * (M = 1..4 tokens; gemv_bf16 on the same rows as bfloat16 next to it),
- * panel decode and the f32 tile (and the bfloat16 path's tile_bf16), for
- * each code kind, on a weight that stays in L2 ("hot") and
+ * the float and bfloat16 panel decodes and the f32 tile (and the bfloat16
+ * path's tile_bf16), for each code kind, on a weight that stays in L2 ("hot") and
  * on one far above L3 ("cold"), with the cold weight's read rate by loads
  * alone next to gemv's; the panel and
  * tile steps in situ (32 tokens) for int4 and E4M3 codes.  With the avx512
- * table, panel, gemv, idot and fdot also run for the AVX2 table in the same
- * loops.
+ * table, panel, panel_bf16, gemv, idot and fdot also run for the AVX2 table in
+ * the same loops.
  * Prints figures; asserts nothing.
  *
  * usage: kern_bench [portable]
@@ -132,7 +132,7 @@ static void dot_rates(const char *name, int cold, const moeq__packed *pk, double
 
 int main(int argc, char **argv) {
     const moeq__kern *K = moeq__kern_best(argc > 1 && !strcmp(argv[1], "portable"));
-    /* the kernels the avx512 table replaces (panel, gemv, idot, fdot) run for the
+    /* the kernels the avx512 table replaces (panel, panel_bf16, gemv, idot, fdot) run for the
      * AVX2 table as well, alternating with them in the same loop */
     const moeq__kern *tabs[2] = {K, moeq__kern_level(1)};
     if (!strcmp(K->name, "avx512")) ntab = 2;
@@ -272,6 +272,27 @@ int main(int argc, char **argv) {
                 printf("%-5s hot  panel:    %7.2f Gweights/s", names[ki],
                        (double)rows * cols / best[0] / 1e9);
                 print_base(rows * cols, best);
+                /* the bfloat16 panel, and with `scaled` kv * ks where the codes and
+                 * scales allow it (this loop's MXFP4 scales do) */
+                uint16_t *Pb = (uint16_t *)(void *)P;
+                for (int scaled = 0; scaled <= (int)moeq__pk_bf16_scaled(&w.pk); scaled++) {
+                    double bb[2] = {1e300, 1e300};
+                    for (int r = 0; r < 200; r++) {
+                        for (int v = 0; v < ntab; v++) {
+                            double t0 = bench_now();
+                            for (size_t b = 0; b < w.pk.blocks; b++) {
+                                for (size_t k0 = 0; k0 < cols; k0 += 256) {
+                                    tabs[v]->panel_bf16(&w.pk, b, k0, 256, Pb, scaled);
+                                }
+                            }
+                            double dt = bench_now() - t0;
+                            bb[v] = dt < bb[v] ? dt : bb[v];
+                        }
+                    }
+                    printf("%-5s hot  panel_bf16%s: %7.2f Gweights/s", names[ki],
+                           scaled ? " scaled" : "", (double)rows * cols / bb[0] / 1e9);
+                    print_base(rows * cols, bb);
+                }
             }
             free(w.mem);
         }

@@ -1,8 +1,8 @@
 /*
  * kern_avx512.c - kernels for AVX-512 F/BW/VL with VNNI and VBMI (compiled
  * with those flags only; cpu.c checks the CPU and OS first).  The "avx512"
- * table is the AVX2 table with gemv, idot, fdot, the E4M3 panel and the I4
- * and NIB panel_bf16 replaced by the ones here, and tile_bf16 and gemv_bf16
+ * table is the AVX2 table with gemv, idot, fdot, the E4M3 panel and
+ * panel_bf16 replaced by the ones here, and tile_bf16 and gemv_bf16
  * where the CPU has AVX512_BF16; each gives the same bits as its AVX2 twin
  * (tests/check_simd.c).
  *
@@ -475,102 +475,6 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
     }
 }
 
-/* ---- panel_bf16 ------------------------------------------------------------------- */
-
-/* I4 and NIB codes straight into bfloat16 pairs, gemv_bf16's way (no floats
- * on the way), one 64-byte store per column pair; the other codes keep the
- * AVX2 kernel, which goes through floats.
- * - I4: one vpmultishiftqb per pair puts each half's nibble n at bits 0-3 of
- *   its low byte (the bit above is the next nibble's), and vpermw looks n - 8
- *   up in i4kv_tab.
- * - NIB: nib_pairs.
- * - scaled (pk->bf16_scaled: E8M0 scales, every kv * ks zero or a normal
- *   bfloat16): kv * 2^(e - 127) is kv with e - 127 added to its exponent
- *   field, one masked 16-bit add per pair that leaves zeros as they are.
- * Exact, as every table's panel_bf16 (kernels.h), so the same bits. */
-_Alignas(64) static const uint16_t i4kv_tab[32] = {
-    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80, /* -8 .. -1 */
-    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0, /* 0 .. 7 */
-    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,
-    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0};
-/* pair q's nibbles of an I4 word (bit offsets 8q and 8q + 4 of each row's
- * 32-bit word, two rows per 64 bits) at bits 0-3 of the low bytes of its two
- * halves */
-#define I4N_CTRL(q)                                                                                \
-    _mm512_set1_epi64((long long)((uint64_t)(8 * (q)) | (uint64_t)(8 * (q) + 4) << 16 |            \
-                                  (uint64_t)(32 + 8 * (q)) << 32 |                                 \
-                                  (uint64_t)(36 + 8 * (q)) << 48))
-
-AI void panel_bf16_z(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
-                     const int code, const int scaled) {
-    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    const uint8_t *sc = pk->scales + blk * pk->blk_scale_bytes;
-    const __m512i tab =
-        code == MOEQ__PK_NIB ? nib_tab(pk) : _mm512_load_si512((const void *)i4kv_tab);
-    const __m512i mag = _mm512_set1_epi16(0x7FFF);
-    /* scaled: each row's e - 127 at bit 7 of both halves; groups are
-     * multiples of 8 columns */
-    __m512i d = _mm512_setzero_si512();
-    size_t g_end = k0;
-    for (size_t k = k0; k < k0 + nk; k += 8) {
-        /* the next panel's codes, as the other panels fetch them */
-        PF8_AT(bc, (k + nk) * MOEQ__PK_COL_BYTES(code), code);
-        __m512i w0, w1, w2, w3;
-        if (code == MOEQ__PK_NIB) {
-            __m512i w[4];
-            nib_pairs(bc + (k / 4) * 32, tab, w);
-            w0 = w[0];
-            w1 = w[1];
-            w2 = w[2];
-            w3 = w[3];
-        } else {
-            const __m512i u = _mm512_loadu_si512(bc + (k / 8) * 64);
-            w0 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(0), u), tab);
-            w1 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(1), u), tab);
-            w2 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(2), u), tab);
-            w3 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(3), u), tab);
-        }
-        if (scaled) {
-            if (k >= g_end) {
-                const size_t g = k / pk->gsize;
-                const __m512i e = _mm512_cvtepu8_epi32(
-                    _mm_loadu_si128((const __m128i *)(const void *)(sc + g * MOEQ__PK_ROWS)));
-                d = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(127)), 7);
-                d = _mm512_or_si512(_mm512_slli_epi32(d, 16),
-                                    _mm512_and_si512(d, _mm512_set1_epi32(0xFFFF)));
-                g_end = (g + 1) * pk->gsize;
-            }
-#define SCALE(w) w = _mm512_mask_add_epi16(w, _mm512_test_epi16_mask(w, mag), w, d)
-            SCALE(w0);
-            SCALE(w1);
-            SCALE(w2);
-            SCALE(w3);
-#undef SCALE
-        }
-        uint16_t *o = Pb + ((k - k0) / 2) * 32;
-        _mm512_storeu_si512(o, w0);
-        _mm512_storeu_si512(o + 32, w1);
-        _mm512_storeu_si512(o + 64, w2);
-        _mm512_storeu_si512(o + 96, w3);
-    }
-}
-
-static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
-                       int scaled) {
-#define PB16(code)                                                                                 \
-    if (scaled) {                                                                                  \
-        panel_bf16_z(pk, blk, k0, nk, Pb, code, 1);                                                \
-    } else {                                                                                       \
-        panel_bf16_z(pk, blk, k0, nk, Pb, code, 0);                                                \
-    }
-    switch (pk->code) {
-        case MOEQ__PK_I4: PB16(MOEQ__PK_I4) break;
-        case MOEQ__PK_NIB: PB16(MOEQ__PK_NIB) break;
-        default: moeq__kern_avx2.panel_bf16(pk, blk, k0, nk, Pb, scaled); break;
-    }
-#undef PB16
-}
-
 /* ---- fdot -------------------------------------------------------------------------- */
 
 /* vpdpbusd as in idot: the weights are the unsigned side, 2 kv + 12 (0..24),
@@ -881,6 +785,124 @@ BF16_FN static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M,
 #define CALL(code, m) gemv_bf16_z(pk, blk, x, xsum, y, ldy, code, m)
     MOEQ__GEMV_DISPATCH(CALL)
 #undef CALL
+}
+
+/* ---- panel_bf16 ------------------------------------------------------------------- */
+
+/* Codes into bfloat16 pairs as gemv_bf16 decodes them, one 64-byte store
+ * per column pair (the AVX2 kernel decodes to floats, scales them by a
+ * multiply and cuts them back to halves):
+ * - I4: one vpmultishiftqb per pair puts each half's nibble n at bits 0-3 of
+ *   its low byte (the bit above is the next nibble's), and vpermw looks n - 8
+ *   up in i4kv_tab.
+ * - NIB: nib_pairs; E4M3: e4m3_pair; I8: i8_pair.
+ * - scaled (pk->bf16_scaled: E8M0 scales, every kv * ks zero or a normal
+ *   bfloat16): kv * 2^(e - 127) is kv with e - 127 added to its exponent
+ *   field, one masked 16-bit add per pair that leaves zeros as they are.
+ * Exact, as every table's panel_bf16 (kernels.h), so the same bits. */
+_Alignas(64) static const uint16_t i4kv_tab[32] = {
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80, /* -8 .. -1 */
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0, /* 0 .. 7 */
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0};
+/* pair q's nibbles of an I4 word (bit offsets 8q and 8q + 4 of each row's
+ * 32-bit word, two rows per 64 bits) at bits 0-3 of the low bytes of its two
+ * halves */
+#define I4N_CTRL(q)                                                                                \
+    _mm512_set1_epi64((long long)((uint64_t)(8 * (q)) | (uint64_t)(8 * (q) + 4) << 16 |            \
+                                  (uint64_t)(32 + 8 * (q)) << 32 |                                 \
+                                  (uint64_t)(36 + 8 * (q)) << 48))
+
+AI void panel_bf16_z(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
+                     const int code, const int scaled) {
+    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const uint8_t *sc = pk->scales + blk * pk->blk_scale_bytes;
+    __m512i tab = _mm512_load_si512((const void *)i4kv_tab), t1 = tab, t2 = tab, t3 = tab;
+    if (code == MOEQ__PK_NIB) {
+        tab = nib_tab(pk);
+    } else if (code == MOEQ__PK_E4M3) {
+        tab = _mm512_load_si512(e4b_lo);
+        t1 = _mm512_load_si512(e4b_lo + 64);
+        t2 = _mm512_load_si512(e4b_hi);
+        t3 = _mm512_load_si512(e4b_hi + 64);
+    }
+    const __m512i mag = _mm512_set1_epi16(0x7FFF);
+    /* scaled: each row's e - 127 at bit 7 of both halves; groups are
+     * multiples of 8 columns */
+    __m512i d = _mm512_setzero_si512();
+    size_t g_end = k0;
+    for (size_t k = k0; k < k0 + nk; k += 8) {
+        /* the next panel's codes, as the other panels fetch them */
+        PF8_AT(bc, (k + nk) * MOEQ__PK_COL_BYTES(code), code);
+        __m512i w0, w1, w2, w3;
+        if (code == MOEQ__PK_NIB) {
+            __m512i w[4];
+            nib_pairs(bc + (k / 4) * 32, tab, w);
+            w0 = w[0];
+            w1 = w[1];
+            w2 = w[2];
+            w3 = w[3];
+        } else if (code == MOEQ__PK_E4M3) {
+            const __m512i v = _mm512_loadu_si512(bc + k * MOEQ__PK_ROWS);
+            const __m512i v2 = _mm512_loadu_si512(bc + (k + 4) * MOEQ__PK_ROWS);
+            w0 = e4m3_pair(v, tab, t1, t2, t3, 0);
+            w1 = e4m3_pair(v, tab, t1, t2, t3, 1);
+            w2 = e4m3_pair(v2, tab, t1, t2, t3, 0);
+            w3 = e4m3_pair(v2, tab, t1, t2, t3, 1);
+        } else if (code == MOEQ__PK_I8) {
+            w0 = i8_pair(bc + k * MOEQ__PK_ROWS);
+            w1 = i8_pair(bc + (k + 2) * MOEQ__PK_ROWS);
+            w2 = i8_pair(bc + (k + 4) * MOEQ__PK_ROWS);
+            w3 = i8_pair(bc + (k + 6) * MOEQ__PK_ROWS);
+        } else {
+            const __m512i u = _mm512_loadu_si512(bc + (k / 8) * 64);
+            w0 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(0), u), tab);
+            w1 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(1), u), tab);
+            w2 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(2), u), tab);
+            w3 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(3), u), tab);
+        }
+        if (scaled) {
+            if (k >= g_end) {
+                const size_t g = k / pk->gsize;
+                const __m512i e = _mm512_cvtepu8_epi32(
+                    _mm_loadu_si128((const __m128i *)(const void *)(sc + g * MOEQ__PK_ROWS)));
+                d = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(127)), 7);
+                d = _mm512_or_si512(_mm512_slli_epi32(d, 16),
+                                    _mm512_and_si512(d, _mm512_set1_epi32(0xFFFF)));
+                g_end = (g + 1) * pk->gsize;
+            }
+#define SCALE(w) w = _mm512_mask_add_epi16(w, _mm512_test_epi16_mask(w, mag), w, d)
+            SCALE(w0);
+            SCALE(w1);
+            SCALE(w2);
+            SCALE(w3);
+#undef SCALE
+        }
+        uint16_t *o = Pb + ((k - k0) / 2) * 32;
+        _mm512_storeu_si512(o, w0);
+        _mm512_storeu_si512(o + 32, w1);
+        _mm512_storeu_si512(o + 64, w2);
+        _mm512_storeu_si512(o + 96, w3);
+    }
+}
+
+static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
+                       int scaled) {
+#define PB16(code)                                                                                 \
+    if (scaled) {                                                                                  \
+        panel_bf16_z(pk, blk, k0, nk, Pb, code, 1);                                                \
+    } else {                                                                                       \
+        panel_bf16_z(pk, blk, k0, nk, Pb, code, 0);                                                \
+    }
+    switch (pk->code) {
+        case MOEQ__PK_I4: PB16(MOEQ__PK_I4) break;
+        case MOEQ__PK_NIB: PB16(MOEQ__PK_NIB) break;
+        case MOEQ__PK_I8: PB16(MOEQ__PK_I8) break;
+        default: /* E4M3: never scaled (moeq__pk_bf16_scaled) */
+            panel_bf16_z(pk, blk, k0, nk, Pb, MOEQ__PK_E4M3, 0);
+            break;
+    }
+#undef PB16
 }
 
 void moeq__kern_avx512_fill(moeq__kern *t) {

@@ -687,19 +687,75 @@ AI __m512i i8_pair(const uint8_t *p) {
                                      0xF8);
 }
 
+/* I4 for panel_bf16: the bfloat16 of n - 8 for n = 0..15, twice (vpermw
+ * reads 5 index bits; the bit above the nibble is the next nibble's) */
+_Alignas(64) static const uint16_t i4kv_tab[32] = {
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80, /* -8 .. -1 */
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0, /* 0 .. 7 */
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0};
+/* pair q's nibbles of an I4 word (as I4P_CTRL) at bits 0-3 of the low bytes
+ * of its two halves */
+#define I4N_CTRL(q)                                                                                \
+    _mm512_set1_epi64((long long)((uint64_t)(8 * (q)) | (uint64_t)(8 * (q) + 4) << 16 |            \
+                                  (uint64_t)(32 + 8 * (q)) << 32 |                                 \
+                                  (uint64_t)(36 + 8 * (q)) << 48))
+
+/* The lookup tables of pairs8 for code: NIB's nib_tab, E4M3's four 64-byte
+ * halves of e4b_lo and e4b_hi, and for I4 with kv (panel_bf16) i4kv_tab. */
+AI void pair_tabs(const moeq__packed *pk, const int code, __m512i t[4]) {
+    t[0] = t[1] = t[2] = t[3] = _mm512_load_si512((const void *)i4kv_tab);
+    if (code == MOEQ__PK_NIB) {
+        t[0] = nib_tab(pk);
+    } else if (code == MOEQ__PK_E4M3) {
+        t[0] = _mm512_load_si512(e4b_lo);
+        t[1] = _mm512_load_si512(e4b_lo + 64);
+        t[2] = _mm512_load_si512(e4b_hi);
+        t[3] = _mm512_load_si512(e4b_hi + 64);
+    }
+}
+
+/* Columns k .. k + 7 of the block at bc as the four bfloat16 pair vectors
+ * above (pair q in w[q]); I4 codes as u = 1 + n/16 (gemv_bf16), or with kv as
+ * n - 8 (panel_bf16: one vpmultishiftqb and one vpermw per pair). */
+AI void pairs8(const uint8_t *bc, size_t k, const int code, const __m512i t[4], const int kv,
+               __m512i w[4]) {
+    if (code == MOEQ__PK_I4) {
+        const __m512i u = _mm512_loadu_si512(bc + (k / 8) * 64);
+        if (kv) {
+            w[0] = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(0), u), t[0]);
+            w[1] = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(1), u), t[0]);
+            w[2] = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(2), u), t[0]);
+            w[3] = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(3), u), t[0]);
+        } else {
+            w[0] = I4_U(u, 0);
+            w[1] = I4_U(u, 1);
+            w[2] = I4_U(u, 2);
+            w[3] = I4_U(u, 3);
+        }
+    } else if (code == MOEQ__PK_NIB) {
+        nib_pairs(bc + (k / 4) * 32, t[0], w);
+    } else if (code == MOEQ__PK_E4M3) {
+        const __m512i v = _mm512_loadu_si512(bc + k * MOEQ__PK_ROWS);
+        const __m512i v2 = _mm512_loadu_si512(bc + (k + 4) * MOEQ__PK_ROWS);
+        w[0] = e4m3_pair(v, t[0], t[1], t[2], t[3], 0);
+        w[1] = e4m3_pair(v, t[0], t[1], t[2], t[3], 1);
+        w[2] = e4m3_pair(v2, t[0], t[1], t[2], t[3], 0);
+        w[3] = e4m3_pair(v2, t[0], t[1], t[2], t[3], 1);
+    } else {
+        w[0] = i8_pair(bc + k * MOEQ__PK_ROWS);
+        w[1] = i8_pair(bc + (k + 2) * MOEQ__PK_ROWS);
+        w[2] = i8_pair(bc + (k + 4) * MOEQ__PK_ROWS);
+        w[3] = i8_pair(bc + (k + 6) * MOEQ__PK_ROWS);
+    }
+}
+
 BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *const *x,
                             const float *const *xsum, float *y, size_t ldy, const int code,
                             const int M) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    __m512i tab = _mm512_setzero_si512(), t1 = tab, t2 = tab, t3 = tab;
-    if (code == MOEQ__PK_NIB) {
-        tab = nib_tab(pk);
-    } else if (code == MOEQ__PK_E4M3) {
-        tab = _mm512_load_si512(e4b_lo);
-        t1 = _mm512_load_si512(e4b_lo + 64);
-        t2 = _mm512_load_si512(e4b_hi);
-        t3 = _mm512_load_si512(e4b_hi + 64);
-    }
+    __m512i tab[4];
+    pair_tabs(pk, code, tab);
     const uint16_t *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
                    *x3 = M > 3 ? x[3] : x0;
     const __m512 z = _mm512_setzero_ps();
@@ -712,46 +768,21 @@ BF16_FN AI void gemv_bf16_z(const moeq__packed *pk, size_t blk, const uint16_t *
                e3 = z, o3 = z;
         for (size_t k = g * gs; k < (g + 1) * gs; k += 8) {
             PF8(bc, k, code);
-            __m512i w0, w1, w2, w3;
-            if (code == MOEQ__PK_I4) {
-                const __m512i u = _mm512_loadu_si512(bc + (k / 8) * 64);
-                w0 = I4_U(u, 0);
-                w1 = I4_U(u, 1);
-                w2 = I4_U(u, 2);
-                w3 = I4_U(u, 3);
-            } else if (code == MOEQ__PK_NIB) {
-                __m512i w[4];
-                nib_pairs(bc + (k / 4) * 32, tab, w);
-                w0 = w[0];
-                w1 = w[1];
-                w2 = w[2];
-                w3 = w[3];
-            } else if (code == MOEQ__PK_E4M3) {
-                const __m512i v = _mm512_loadu_si512(bc + k * MOEQ__PK_ROWS);
-                const __m512i v2 = _mm512_loadu_si512(bc + (k + 4) * MOEQ__PK_ROWS);
-                w0 = e4m3_pair(v, tab, t1, t2, t3, 0);
-                w1 = e4m3_pair(v, tab, t1, t2, t3, 1);
-                w2 = e4m3_pair(v2, tab, t1, t2, t3, 0);
-                w3 = e4m3_pair(v2, tab, t1, t2, t3, 1);
-            } else {
-                w0 = i8_pair(bc + k * MOEQ__PK_ROWS);
-                w1 = i8_pair(bc + (k + 2) * MOEQ__PK_ROWS);
-                w2 = i8_pair(bc + (k + 4) * MOEQ__PK_ROWS);
-                w3 = i8_pair(bc + (k + 6) * MOEQ__PK_ROWS);
-            }
+            __m512i w[4];
+            pairs8(bc, k, code, tab, 0, w);
 #define DP(a, xp, q, w) a = dp_pair(a, w, (xp) + k + 2 * (q))
 #define TOK(m)                                                                                     \
     if (M > m) {                                                                                   \
-        DP(e##m, x##m, 0, w0);                                                                     \
-        DP(o##m, x##m, 1, w1);                                                                     \
-        DP(e##m, x##m, 2, w2);                                                                     \
-        DP(o##m, x##m, 3, w3);                                                                     \
+        DP(e##m, x##m, 0, w[0]);                                                                   \
+        DP(o##m, x##m, 1, w[1]);                                                                   \
+        DP(e##m, x##m, 2, w[2]);                                                                   \
+        DP(o##m, x##m, 3, w[3]);                                                                   \
     }
             if (M == 1) {
-                DP(a0, x0, 0, w0);
-                DP(a1, x0, 1, w1);
-                DP(a2, x0, 2, w2);
-                DP(a3, x0, 3, w3);
+                DP(a0, x0, 0, w[0]);
+                DP(a1, x0, 1, w[1]);
+                DP(a2, x0, 2, w[2]);
+                DP(a3, x0, 3, w[3]);
             } else {
                 TOK(0) TOK(1) TOK(2) TOK(3)
             }
@@ -789,43 +820,19 @@ BF16_FN static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M,
 
 /* ---- panel_bf16 ------------------------------------------------------------------- */
 
-/* Codes into bfloat16 pairs as gemv_bf16 decodes them, one 64-byte store
- * per column pair (the AVX2 kernel decodes to floats, scales them by a
- * multiply and cuts them back to halves):
- * - I4: one vpmultishiftqb per pair puts each half's nibble n at bits 0-3 of
- *   its low byte (the bit above is the next nibble's), and vpermw looks n - 8
- *   up in i4kv_tab.
- * - NIB: nib_pairs; E4M3: e4m3_pair; I8: i8_pair.
- * - scaled (pk->bf16_scaled: E8M0 scales, every kv * ks zero or a normal
- *   bfloat16): kv * 2^(e - 127) is kv with e - 127 added to its exponent
- *   field, one masked 16-bit add per pair that leaves zeros as they are.
- * Exact, as every table's panel_bf16 (kernels.h), so the same bits. */
-_Alignas(64) static const uint16_t i4kv_tab[32] = {
-    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80, /* -8 .. -1 */
-    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0, /* 0 .. 7 */
-    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,
-    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0};
-/* pair q's nibbles of an I4 word (bit offsets 8q and 8q + 4 of each row's
- * 32-bit word, two rows per 64 bits) at bits 0-3 of the low bytes of its two
- * halves */
-#define I4N_CTRL(q)                                                                                \
-    _mm512_set1_epi64((long long)((uint64_t)(8 * (q)) | (uint64_t)(8 * (q) + 4) << 16 |            \
-                                  (uint64_t)(32 + 8 * (q)) << 32 |                                 \
-                                  (uint64_t)(36 + 8 * (q)) << 48))
-
+/* Codes into bfloat16 pairs by pairs8 (gemv_bf16's decodes; I4 codes as
+ * n - 8), one 64-byte store per column pair; the AVX2 kernel decodes to
+ * floats, scales them by a multiply and cuts them back to halves.  Scaled
+ * (pk->bf16_scaled: E8M0 scales, every kv * ks zero or a normal bfloat16):
+ * kv * 2^(e - 127) is kv with e - 127 added to its exponent field, one
+ * masked 16-bit add per pair that leaves zeros as they are.  Exact, as every
+ * table's panel_bf16 (kernels.h), so the same bits. */
 AI void panel_bf16_z(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
                      const int code, const int scaled) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
     const uint8_t *sc = pk->scales + blk * pk->blk_scale_bytes;
-    __m512i tab = _mm512_load_si512((const void *)i4kv_tab), t1 = tab, t2 = tab, t3 = tab;
-    if (code == MOEQ__PK_NIB) {
-        tab = nib_tab(pk);
-    } else if (code == MOEQ__PK_E4M3) {
-        tab = _mm512_load_si512(e4b_lo);
-        t1 = _mm512_load_si512(e4b_lo + 64);
-        t2 = _mm512_load_si512(e4b_hi);
-        t3 = _mm512_load_si512(e4b_hi + 64);
-    }
+    __m512i tab[4];
+    pair_tabs(pk, code, tab);
     const __m512i mag = _mm512_set1_epi16(0x7FFF);
     /* scaled: each row's e - 127 at bit 7 of both halves; groups are
      * multiples of 8 columns */
@@ -834,33 +841,8 @@ AI void panel_bf16_z(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, u
     for (size_t k = k0; k < k0 + nk; k += 8) {
         /* the next panel's codes, as the other panels fetch them */
         PF8_AT(bc, (k + nk) * MOEQ__PK_COL_BYTES(code), code);
-        __m512i w0, w1, w2, w3;
-        if (code == MOEQ__PK_NIB) {
-            __m512i w[4];
-            nib_pairs(bc + (k / 4) * 32, tab, w);
-            w0 = w[0];
-            w1 = w[1];
-            w2 = w[2];
-            w3 = w[3];
-        } else if (code == MOEQ__PK_E4M3) {
-            const __m512i v = _mm512_loadu_si512(bc + k * MOEQ__PK_ROWS);
-            const __m512i v2 = _mm512_loadu_si512(bc + (k + 4) * MOEQ__PK_ROWS);
-            w0 = e4m3_pair(v, tab, t1, t2, t3, 0);
-            w1 = e4m3_pair(v, tab, t1, t2, t3, 1);
-            w2 = e4m3_pair(v2, tab, t1, t2, t3, 0);
-            w3 = e4m3_pair(v2, tab, t1, t2, t3, 1);
-        } else if (code == MOEQ__PK_I8) {
-            w0 = i8_pair(bc + k * MOEQ__PK_ROWS);
-            w1 = i8_pair(bc + (k + 2) * MOEQ__PK_ROWS);
-            w2 = i8_pair(bc + (k + 4) * MOEQ__PK_ROWS);
-            w3 = i8_pair(bc + (k + 6) * MOEQ__PK_ROWS);
-        } else {
-            const __m512i u = _mm512_loadu_si512(bc + (k / 8) * 64);
-            w0 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(0), u), tab);
-            w1 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(1), u), tab);
-            w2 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(2), u), tab);
-            w3 = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(I4N_CTRL(3), u), tab);
-        }
+        __m512i w[4];
+        pairs8(bc, k, code, tab, 1, w);
         if (scaled) {
             if (k >= g_end) {
                 const size_t g = k / pk->gsize;
@@ -871,18 +853,18 @@ AI void panel_bf16_z(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, u
                                     _mm512_and_si512(d, _mm512_set1_epi32(0xFFFF)));
                 g_end = (g + 1) * pk->gsize;
             }
-#define SCALE(w) w = _mm512_mask_add_epi16(w, _mm512_test_epi16_mask(w, mag), w, d)
-            SCALE(w0);
-            SCALE(w1);
-            SCALE(w2);
-            SCALE(w3);
+#define SCALE(v) v = _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, mag), v, d)
+            SCALE(w[0]);
+            SCALE(w[1]);
+            SCALE(w[2]);
+            SCALE(w[3]);
 #undef SCALE
         }
         uint16_t *o = Pb + ((k - k0) / 2) * 32;
-        _mm512_storeu_si512(o, w0);
-        _mm512_storeu_si512(o + 32, w1);
-        _mm512_storeu_si512(o + 64, w2);
-        _mm512_storeu_si512(o + 96, w3);
+        _mm512_storeu_si512(o, w[0]);
+        _mm512_storeu_si512(o + 32, w[1]);
+        _mm512_storeu_si512(o + 64, w[2]);
+        _mm512_storeu_si512(o + 96, w[3]);
     }
 }
 

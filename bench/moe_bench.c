@@ -13,11 +13,11 @@
  * ratios use the medians of all samples.
  *
  * Each case (and each OpenBLAS case) is bracketed by a short 2-thread FMA
- * probe (machine_whole): on a shared VM the two vCPUs at times deliver one
- * CPU's worth for seconds on end, and a case measured then says nothing
- * about the code.  Where the probe before or after a case reads below 80%
- * of the run's 2-thread peak, the case is measured again, up to
- * MAX_ATTEMPTS times; the decision rests on the probes alone, never on the
+ * probe, a thread pinned to each CPU (machine_whole): on a shared VM the two
+ * vCPUs at times deliver one CPU's worth for seconds on end, and a case
+ * measured then says nothing about the code.  Where the probe before or
+ * after a case reads below 80% of twice the run's 1-thread peak, the case
+ * is measured again, up to MAX_ATTEMPTS times; the decision rests on the probes alone, never on the
  * case's own times.  A case still bracketed by a short probe after the last
  * attempt keeps that attempt and is marked (JSON "contended": true, a `*`
  * in the table); "attempts" says how many runs each case took.

@@ -222,12 +222,12 @@ int main(int argc, char **argv) {
                 }
                 if (M == 1) gemv1[cold] = bytes / best[0] / 1e9;
                 printf("%-5s %-4s gemv M=%zu: %7.2f Gweights/s  %6.2f GB/s  %6.1f GFLOP/s",
-                       names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best[0] / 1e9,
-                       bytes / best[0] / 1e9, 2.0 * M * rows * cols / best[0] / 1e9);
+                       names[ki], cold ? "cold" : "hot", M, (double)(rows * cols) / best[0] / 1e9,
+                       bytes / best[0] / 1e9, 2.0 * (double)(M * rows * cols) / best[0] / 1e9);
                 print_base(rows * cols, best);
                 printf("%-5s %-4s gemv_bf16 M=%zu: %7.2f Gweights/s  %6.2f GB/s  (x%.2f gemv's "
                        "rate)\n",
-                       names[ki], cold ? "cold" : "hot", M, (double)rows * cols / best_b / 1e9,
+                       names[ki], cold ? "cold" : "hot", M, (double)(rows * cols) / best_b / 1e9,
                        bytes / best_b / 1e9, best[0] / best_b);
             }
             if (cold) {
@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
                     }
                 }
                 printf("%-5s hot  panel:    %7.2f Gweights/s", names[ki],
-                       (double)rows * cols / best[0] / 1e9);
+                       (double)(rows * cols) / best[0] / 1e9);
                 print_base(rows * cols, best);
                 /* the bfloat16 panel, and with `scaled` kv * ks where the codes and
                  * scales allow it (this loop's MXFP4 scales do) */
@@ -290,7 +290,7 @@ int main(int argc, char **argv) {
                         }
                     }
                     printf("%-5s hot  panel_bf16%s: %7.2f Gweights/s", names[ki],
-                           scaled ? " scaled" : "", (double)rows * cols / bb[0] / 1e9);
+                           scaled ? " scaled" : "", (double)(rows * cols) / bb[0] / 1e9);
                     print_base(rows * cols, bb);
                 }
             }
@@ -307,7 +307,7 @@ int main(int argc, char **argv) {
             double dt = bench_now() - t0;
             best = dt < best ? dt : best;
         }
-        printf("tile M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * M * 256 * 16 / best / 1e9);
+        printf("tile M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * (double)M * 256 * 16 / best / 1e9);
     }
     /* tile_bf16 (the bfloat16 path): a panel of bfloat16 pairs against bfloat16 rows */
     {
@@ -325,7 +325,8 @@ int main(int argc, char **argv) {
                 double dt = bench_now() - t0;
                 best = dt < best ? dt : best;
             }
-            printf("tile_bf16 M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * M * 256 * 16 / best / 1e9);
+            printf("tile_bf16 M=%zu: %6.1f GFLOP/s\n", M,
+                   16.0 * 2.0 * (double)M * 256 * 16 / best / 1e9);
         }
     }
     /* in situ: 32 tokens, 48 blocks of 16 rows x 2048 (an expert's gate), panels of 256;
@@ -361,7 +362,8 @@ int main(int argc, char **argv) {
                 best = dt < best ? dt : best;
             }
             printf("%s in situ M=32 %s: %6.1f GFLOP/s\n", kn,
-                   variant ? "tiles only" : "panel+tiles", 2.0 * M * 768 * cols / best / 1e9);
+                   variant ? "tiles only" : "panel+tiles",
+                   2.0 * (double)(M * 768 * cols) / best / 1e9);
         }
         /* cold: 64 experts' worth of weights, each used once per pass */
         {
@@ -384,7 +386,7 @@ int main(int argc, char **argv) {
                 best = dt < best ? dt : best;
             }
             printf("%s in situ M=32 cold weights: %6.1f GFLOP/s\n", kn,
-                   2.0 * M * 768 * 64 * cols / best / 1e9);
+                   2.0 * (double)(M * 768 * 64 * cols) / best / 1e9);
             free(big.mem);
         }
         free(X);

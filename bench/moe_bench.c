@@ -107,7 +107,7 @@ static void pin_to(int cpu) {
 #ifdef __linux__
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
+    CPU_SET((size_t)cpu, &set);
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 #else
     (void)cpu;
@@ -187,7 +187,7 @@ static void sample_limits(int reps) {
 static double sample_median(const samples *s) {
     double tmp[MAX_SAMPLES];
     memcpy(tmp, s->v, sizeof(double) * (size_t)s->n);
-    return s->n ? median(tmp, s->n) : NAN;
+    return s->n ? median(tmp, s->n) : (double)NAN;
 }
 
 /* machine_whole's references: twice the run's 1-thread FMA peak, GFLOP/s (the
@@ -214,7 +214,7 @@ static void whole_init(void) {
     if (sched_getaffinity(0, sizeof set, &set) != 0) return;
     int n = 0;
     for (int c = 0; c < CPU_SETSIZE && n < 2; c++) {
-        if (CPU_ISSET(c, &set)) g_probe_cpu[n++] = c;
+        if (CPU_ISSET((size_t)c, &set)) g_probe_cpu[n++] = c;
     }
     if (n < 2) return;
     g_probe_pinned = true;
@@ -440,7 +440,8 @@ static moeq_moe *build_layer(const scheme_def *s, moeq_config **cfg_out) {
     moeq_config *cfg = NULL;
     if (moeq_config_parse(json, strlen(json), NULL, &cfg, &err) != MOEQ_OK) die("config", &err);
     moeq_resolution res;
-    if (moeq_resolve_moe(cfg, "model.layers.0.mlp.experts", g_E, NULL, NULL, &res, &err) != MOEQ_OK)
+    if (moeq_resolve_moe(cfg, "model.layers.0.mlp.experts", (uint32_t)g_E, NULL, NULL, &res,
+                         &err) != MOEQ_OK)
         die("resolve", &err);
     moeq_selection sel;
     if (moeq_select(&res, "model.layers.0.mlp.experts", NULL, &sel, &err) != MOEQ_OK)
@@ -627,7 +628,7 @@ int main(int argc, char **argv) {
     double blas_ms[3][3];
     int blas_attempts[3][3] = {{0}};
     double blas_waited = 0; /* seconds, every OpenBLAS case (await_whole) */
-    for (int i = 0; i < 3; i++) blas_ms[i][0] = blas_ms[i][1] = blas_ms[i][2] = NAN;
+    for (int i = 0; i < 3; i++) blas_ms[i][0] = blas_ms[i][1] = blas_ms[i][2] = (double)NAN;
     {
         blas_layer bl;
         size_t per = (size_t)g_E * (size_t)g_I * (size_t)g_H;

@@ -20,7 +20,7 @@
  * seconds at a time (most likely the host placing the vCPUs on one core
  * complex or two); a case measured then says nothing about the code against
  * the run's floors.  The machine is whole when the FMA probe reads 80% or
- * more of twice the run's 1-thread peak and the read 85-120% of the run's
+ * more of twice the run's 1-thread peak and the read 90-115% of the run's
  * 2-thread bandwidth median.  Before a case the probe is repeated every
  * 50 ms, up to g_wait_s seconds (--quick: not at all), until the machine is
  * whole; where it still is not, or the probe after the case finds it not
@@ -231,12 +231,12 @@ typedef struct probe {
 } probe;
 
 /* Whether a probe's figures describe the machine the floors describe: FMA at
- * 80% or more of g_whole_ref, read bandwidth (where measured) within 85-120%
+ * 80% or more of g_whole_ref, read bandwidth (where measured) within 90-115%
  * of bw_ref (file head). */
 static bool probe_whole(const probe *p, double bw_ref) {
     if (g_whole_ref <= 0) return true;
     return p->gflops >= 0.8 * g_whole_ref &&
-           (p->gbps == 0 || (p->gbps >= 0.85 * bw_ref && p->gbps <= 1.2 * bw_ref));
+           (p->gbps == 0 || (p->gbps >= 0.9 * bw_ref && p->gbps <= 1.15 * bw_ref));
 }
 
 /* Whether the machine is as the floors describe it now (probe_whole against
@@ -805,7 +805,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!o.json) {
-        printf("probes (a CPU short, or read bandwidth outside 85-120%% of the run's): waited "
+        printf("probes (a CPU short, or read bandwidth outside 90-115%% of the run's): waited "
                "%.1f s in all for the machine; measured again (up to %d times): %d case(s); "
                "marked (*, probes outside the run's final figures): %d\n",
                waited, MAX_ATTEMPTS, retried, contended);

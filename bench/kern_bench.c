@@ -130,6 +130,30 @@ static void dot_rates(const char *name, int cold, const moeq__packed *pk, double
     }
 }
 
+/* Best of 200 passes of every 256-column panel of pk, for each table (ntab):
+ * the float panel (bf16 0) or the bfloat16 one (bf16 1, scaled as given),
+ * into P (16 x 256 floats). */
+static void time_panels(const moeq__kern *const *tabs, const moeq__packed *pk, int bf16, int scaled,
+                        float *P, double best[2]) {
+    best[0] = best[1] = 1e300;
+    for (int r = 0; r < 200; r++) {
+        for (int v = 0; v < ntab; v++) {
+            double t0 = bench_now();
+            for (size_t b = 0; b < pk->blocks; b++) {
+                for (size_t k0 = 0; k0 < pk->cols; k0 += 256) {
+                    if (bf16) {
+                        tabs[v]->panel_bf16(pk, b, k0, 256, (uint16_t *)(void *)P, scaled);
+                    } else {
+                        tabs[v]->panel(pk, b, k0, 256, P);
+                    }
+                }
+            }
+            double dt = bench_now() - t0;
+            best[v] = dt < best[v] ? dt : best[v];
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const moeq__kern *K = moeq__kern_best(argc > 1 && !strcmp(argv[1], "portable"));
     /* the kernels the avx512 table replaces (panel, panel_bf16, gemv, idot, fdot) run for the
@@ -256,42 +280,18 @@ int main(int argc, char **argv) {
                 dot_rates(names[ki], cold, &w.pk, bytes, tabs, NULL, xq_rows, NULL, yi);
             }
             if (!cold) {
-                double best[2] = {1e300, 1e300};
-                for (int r = 0; r < 200; r++) {
-                    for (int v = 0; v < ntab; v++) {
-                        double t0 = bench_now();
-                        for (size_t b = 0; b < w.pk.blocks; b++) {
-                            for (size_t k0 = 0; k0 < cols; k0 += 256) {
-                                tabs[v]->panel(&w.pk, b, k0, 256, P);
-                            }
-                        }
-                        double dt = bench_now() - t0;
-                        best[v] = dt < best[v] ? dt : best[v];
-                    }
-                }
+                double best[2];
+                time_panels(tabs, &w.pk, 0, 0, P, best);
                 printf("%-5s hot  panel:    %7.2f Gweights/s", names[ki],
                        (double)(rows * cols) / best[0] / 1e9);
                 print_base(rows * cols, best);
                 /* the bfloat16 panel, and with `scaled` kv * ks where the codes and
                  * scales allow it (this loop's MXFP4 scales do) */
-                uint16_t *Pb = (uint16_t *)(void *)P;
                 for (int scaled = 0; scaled <= (int)moeq__pk_bf16_scaled(&w.pk); scaled++) {
-                    double bb[2] = {1e300, 1e300};
-                    for (int r = 0; r < 200; r++) {
-                        for (int v = 0; v < ntab; v++) {
-                            double t0 = bench_now();
-                            for (size_t b = 0; b < w.pk.blocks; b++) {
-                                for (size_t k0 = 0; k0 < cols; k0 += 256) {
-                                    tabs[v]->panel_bf16(&w.pk, b, k0, 256, Pb, scaled);
-                                }
-                            }
-                            double dt = bench_now() - t0;
-                            bb[v] = dt < bb[v] ? dt : bb[v];
-                        }
-                    }
+                    time_panels(tabs, &w.pk, 1, scaled, P, best);
                     printf("%-5s hot  panel_bf16%s: %7.2f Gweights/s", names[ki],
-                           scaled ? " scaled" : "", (double)(rows * cols) / bb[0] / 1e9);
-                    print_base(rows * cols, bb);
+                           scaled ? " scaled" : "", (double)(rows * cols) / best[0] / 1e9);
+                    print_base(rows * cols, best);
                 }
             }
             free(w.mem);

@@ -171,6 +171,15 @@ typedef struct moeq__apply_io {
     const float *weights;
     int32_t out_dtype;
     void *out;
+    /* Expert parallelism (src/parallel/): 1 when top_k is 1, every row's
+     * expert is held here and out is f32 [tokens, H] that gets each row's
+     * expert output, unweighted and uncombined (a row of NaN where the row
+     * or its input is bad), for moeq__moe_combine_token on the token's rank. */
+    int32_t rows_out;
+    /* > 0: the rows of the busiest expert over every rank, which decides
+     * whether rows go as bfloat16 (moe_fast.c), as it does for one process
+     * holding every expert. */
+    int32_t mmax_hint;
 } moeq__apply_io;
 
 struct moeq__pool;
@@ -190,6 +199,26 @@ void *moeq__ctx_scratch(moeq_ctx *c, size_t n);
  * the context pins the reference forward. */
 moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io, moeq_error *err);
 moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_error *err);
+
+/* One token's combine, shared by both forwards and by expert parallelism so
+ * that they round alike: acc = sum of w[j] * y[j] over the token's k pairs in
+ * j order (y[j] NULL: a pair that contributes nothing; w ignored, as 1, with
+ * apply_router_weight_on_input), times routed_scaling_factor, a row of NaN
+ * when `bad` or not finite; written to dst as out_dtype.  The arithmetic is
+ * the one ctx's forward uses (force_ref: plain float loops; else ctx's
+ * kernel table).  acc: H floats of scratch (may be dst when out is F32). */
+void moeq__moe_combine_token(const moeq_moe *l, const moeq_ctx *ctx, size_t k, const float *w,
+                             const float *const *y, bool bad, float *acc, int32_t out_dtype,
+                             void *dst);
+
+/* Expert parallelism's local step: rows [rows, H] of x (x_dtype), row i for
+ * global expert ids[i] (held here) with router weight weights[i]; writes
+ * each row's expert output to y (f32 [rows, H]; NaN rows as rows_out says).
+ * mmax_hint as in moeq__apply_io.  Checks as moeq_moe_apply.
+ * @return OK, INVALID_ARG, DTYPE, STATE, NOMEM. */
+moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
+                                 int64_t rows, const int32_t *ids, const float *weights,
+                                 int32_t mmax_hint, float *y, moeq_error *err);
 
 /* Shared by both forwards (moe_apply.c). */
 void moeq__act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,

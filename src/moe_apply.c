@@ -24,6 +24,8 @@
 #include <string.h>
 
 
+static bool all_finite(const float *x, size_t n);
+
 /* ---- context ----------------------------------------------------------------- */
 
 moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out, moeq_error *err) {
@@ -160,8 +162,57 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
     moeq_status st =
         check_apply(l, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out, err);
     if (st != MOEQ_STATUS_OK || tokens == 0) return st;
-    moeq__apply_io io = {ctx, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out};
+    moeq__apply_io io = {ctx, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out,
+                         0, 0};
     return l->scheme->apply(l, &io, err);
+}
+
+moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
+                                 int64_t rows, const int32_t *ids, const float *weights,
+                                 int32_t mmax_hint, float *y, moeq_error *err) {
+    moeq_status st = check_apply(l, x_dtype, x, rows, 1, ids, weights, MOEQ_DTYPE_F32, y, err);
+    if (st != MOEQ_STATUS_OK || rows == 0) return st;
+    for (int64_t i = 0; i < rows; i++) {
+        if (l->expert_map[ids[i]] < 0) {
+            return moeq__error(err, MOEQ_STATUS_INTERNAL,
+                               "%s: row %lld went to expert %d, which this rank does not hold",
+                               l->prefix ? l->prefix : "MoE layer", (long long)i, (int)ids[i]);
+        }
+    }
+    moeq__apply_io io = {ctx, x_dtype, x, rows, 1, ids, weights, MOEQ_DTYPE_F32, y, 1, mmax_hint};
+    return l->scheme->apply(l, &io, err);
+}
+
+void moeq__moe_combine_token(const moeq_moe *l, const moeq_ctx *ctx, size_t k, const float *w,
+                             const float *const *y, bool bad, float *acc, int32_t out_dtype,
+                             void *dst) {
+    const moeq_moe_config *c = &l->cfg;
+    const size_t H = (size_t)c->hidden_size;
+    const bool ref = ctx->force_ref;
+    for (size_t h = 0; h < H; h++) acc[h] = 0;
+    for (size_t j = 0; j < k; j++) {
+        if (!y[j]) continue;
+        float wj = c->apply_router_weight_on_input ? 1.0f : w[j];
+        if (ref) {
+            for (size_t h = 0; h < H; h++) acc[h] += wj * y[j][h];
+        } else {
+            ctx->kern->axpy(acc, y[j], wj, H);
+        }
+    }
+    float rsf = c->routed_scaling_factor;
+    if (rsf != 1.0f) {
+        for (size_t h = 0; h < H; h++) acc[h] *= rsf;
+    }
+    if (bad || !all_finite(acc, H)) {
+        for (size_t h = 0; h < H; h++) acc[h] = NAN;
+    }
+    if (out_dtype == MOEQ_DTYPE_F32) {
+        if ((void *)acc != dst) memcpy(dst, acc, H * sizeof(float));
+    } else if (out_dtype == MOEQ_DTYPE_BF16 && !ref) {
+        ctx->kern->f32_to_bf16(acc, H, dst);
+    } else {
+        moeq__from_f32_ref(out_dtype, acc, H, dst);
+    }
 }
 
 /* ---- activation quantization ----------------------------------------------------- */
@@ -333,8 +384,8 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
     size_t need[] = {
         T * H * 4,  pairs * H * 4,    pairs * I * 4, pairs * I * 4, MATMUL_CHUNK * maxK * 4,
         code_bytes, scale_floats * 4, (E + 1) * 4,   E * 4,         pairs * 4,
-        pairs * 4,  T};
-    enum { XF, XR, GATE, UP, ROWS, CODES, SCALES, STARTS, FILL, ORDER, ROW_OF, BAD, NPIECES };
+        pairs * 4,  T,                k * sizeof(float *)};
+    enum { XF, XR, GATE, UP, ROWS, CODES, SCALES, STARTS, FILL, ORDER, ROW_OF, BAD, YP, NPIECES };
     size_t at[NPIECES], total = 0;
     for (int i = 0; i < NPIECES; i++) {
         at[i] = total;
@@ -357,6 +408,7 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
     int32_t *order = (int32_t *)(base + at[ORDER]);
     int32_t *row_of = (int32_t *)(base + at[ROW_OF]);
     uint8_t *bad = base + at[BAD]; /* token t met a non-finite value */
+    const float **yp = (const float **)(void *)(base + at[YP]); /* a token's k output rows */
 
     moeq__to_f32_ref(io->x_dtype, io->x, T * H, xf);
     for (size_t t = 0; t < T; t++) bad[t] = !all_finite(xf + t * H, H);
@@ -426,27 +478,29 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
             }
         }
     }
-    /* Combine in k order, then scale once. */
-    float rsf = c->routed_scaling_factor;
+    if (io->rows_out) { /* top_k 1, every row held here: each row's output as it is */
+        float *o = io->out;
+        for (size_t t = 0; t < T; t++) {
+            if (bad[t]) {
+                for (size_t h = 0; h < H; h++) o[t * H + h] = NAN;
+            } else {
+                memcpy(o + t * H, Y + (size_t)row_of[t] * H, H * sizeof(float));
+            }
+        }
+        return MOEQ_STATUS_OK;
+    }
+    /* Combine in k order, then scale once (x is no longer needed: out may
+     * alias it). */
+    const size_t osz = moeq_dtype_size(io->out_dtype);
     for (size_t t = 0; t < T; t++) {
-        float *acc = xf + t * H; /* x of token t is no longer needed */
-        for (size_t h = 0; h < H; h++) acc[h] = 0;
         for (size_t j = 0; j < k; j++) {
             size_t p = t * k + j;
-            if (io->ids[p] < 0 || l->expert_map[io->ids[p]] < 0) continue;
-            int32_t r = row_of[p];
-            float w = c->apply_router_weight_on_input ? 1.0f : io->weights[p];
-            const float *y = Y + (size_t)r * H;
-            for (size_t h = 0; h < H; h++) acc[h] += w * y[h];
+            bool held = io->ids[p] >= 0 && l->expert_map[io->ids[p]] >= 0;
+            yp[j] = held ? Y + (size_t)row_of[p] * H : NULL;
         }
-        if (rsf != 1.0f) {
-            for (size_t h = 0; h < H; h++) acc[h] *= rsf;
-        }
-        if (bad[t] || !all_finite(acc, H)) {
-            for (size_t h = 0; h < H; h++) acc[h] = NAN;
-        }
+        moeq__moe_combine_token(l, io->ctx, k, io->weights + t * k, yp, bad[t], xf + t * H,
+                                io->out_dtype, (uint8_t *)io->out + t * H * osz);
     }
-    moeq__from_f32_ref(io->out_dtype, xf, T * H, io->out);
     return MOEQ_STATUS_OK;
 }
 

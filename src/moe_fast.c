@@ -141,6 +141,7 @@ typedef struct tscratch {
     moeq__fp4row *f4;       /* [mmax]: fp4 path, the rows' codes */
     float *xp;              /* [2][MOEQ__GEMV_MAX][maxk + maxk / 8]: rows made by i4_prep */
     float *ybuf;            /* [H] */
+    const float **yk;       /* [k]: a token's output rows, for the combine */
     void *codes;            /* activation codes for the reference quantizers */
     float *scales;
 } tscratch;
@@ -162,7 +163,8 @@ static size_t tscratch_size(const fast *f) {
            up64(f->mmax * 16 * sizeof(int32_t)) + up64(f->mmax * sizeof(float)) +
            up64(f->mmax * sizeof(moeq__fp4row)) +
            up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float)) +
-           up64(f->H * sizeof(float)) + up64(moeq__act_codes_bound(1, maxk)) +
+           up64(f->H * sizeof(float)) + up64(f->k * sizeof(float *)) +
+           up64(moeq__act_codes_bound(1, maxk)) +
            up64((maxk + 2) * sizeof(float));
 }
 
@@ -203,6 +205,8 @@ static tscratch tscratch_get(const fast *f, int tid) {
     p += up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float));
     t.ybuf = (float *)(void *)p;
     p += up64(f->H * sizeof(float));
+    t.yk = (const float **)(void *)p;
+    p += up64(f->k * sizeof(float *));
     t.codes = p;
     p += up64(moeq__act_codes_bound(1, f->maxk));
     t.scales = (float *)(void *)p;
@@ -927,32 +931,28 @@ static void step_combine(void *arg, int tid, int nt) {
     (void)nt;
     size_t a, b;
     const size_t H = f->H, k = f->k;
-    const float rsf = l->cfg.routed_scaling_factor;
     const size_t osz = moeq_dtype_size(io->out_dtype);
     while (next_range(f, f->T, &a, &b))
         for (size_t tok = a; tok < b; tok++) {
-            float *acc = io->out_dtype == MOEQ_DTYPE_F32 ? (float *)io->out + tok * H : t.ybuf;
-            for (size_t h = 0; h < H; h++) acc[h] = 0;
             bool bad = f->bad[tok];
+            if (io->rows_out) { /* top_k 1, every row held here: the row as it is */
+                size_t r = (size_t)f->row_of[tok];
+                float *dst = (float *)io->out + tok * H;
+                if (bad || (f->row_bad && f->row_bad[r])) {
+                    for (size_t h = 0; h < H; h++) dst[h] = NAN;
+                } else {
+                    memcpy(dst, f->Y + r * H, H * sizeof(float));
+                }
+                continue;
+            }
             for (size_t j = 0; j < k; j++) {
                 size_t p = tok * k + j;
-                if (f->row_of[p] < 0) continue;
-                if (f->row_bad && f->row_bad[f->row_of[p]]) bad = true;
-                float w = l->cfg.apply_router_weight_on_input ? 1.0f : io->weights[p];
-                f->K->axpy(acc, f->Y + (size_t)f->row_of[p] * H, w, H);
+                t.yk[j] = f->row_of[p] < 0 ? NULL : f->Y + (size_t)f->row_of[p] * H;
+                if (f->row_of[p] >= 0 && f->row_bad && f->row_bad[f->row_of[p]]) bad = true;
             }
-            if (rsf != 1.0f) {
-                for (size_t h = 0; h < H; h++) acc[h] *= rsf;
-            }
-            if (bad || !all_finite(acc, H)) {
-                for (size_t h = 0; h < H; h++) acc[h] = NAN;
-            }
-            void *dst = (uint8_t *)io->out + tok * H * osz;
-            if (io->out_dtype == MOEQ_DTYPE_BF16) {
-                f->K->f32_to_bf16(acc, H, dst);
-            } else if (io->out_dtype != MOEQ_DTYPE_F32) {
-                moeq__from_f32_ref(io->out_dtype, acc, H, dst);
-            }
+            float *acc = io->out_dtype == MOEQ_DTYPE_F32 ? (float *)io->out + tok * H : t.ybuf;
+            moeq__moe_combine_token(l, io->ctx, k, io->weights + tok * k, t.yk, bad, acc,
+                                    io->out_dtype, (uint8_t *)io->out + tok * H * osz);
         }
 }
 
@@ -1103,7 +1103,10 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
      * a weight-only layer its bf16 input, when some expert has rows enough for
      * the tiles or the CPU runs gemv_bf16. */
     f.gemv_b = moeq__cpu_avx512bf16();
-    const bool bf16_rows = f.mmax > MOEQ__GEMV_MAX || f.gemv_b;
+    const size_t mmax_all = io->mmax_hint > 0 && (size_t)io->mmax_hint > f.mmax
+                                ? (size_t)io->mmax_hint
+                                : f.mmax; /* expert parallelism: over every rank */
+    const bool bf16_rows = mmax_all > MOEQ__GEMV_MAX || f.gemv_b;
     f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
              (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
               l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "moeq/moeq.h"
+#include "moeq/moeq_ep.h"
 
 /* Exit codes of every subcommand. */
 enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2 };
@@ -71,6 +72,37 @@ typedef struct cli_moe_layer {
 int cli_moe_layer_setup(const moeq_config *cfg, const char *layer, const char *const proj[3],
                         int32_t experts, int32_t hidden, int32_t intermediate,
                         const moeq_select_options *so, cli_moe_layer *out);
+
+/* `moeq run --ep` (cmd_run_ep.c): expert parallelism over MPI when the tool
+ * was built with it (MOEQ_CLI_MPI), else a message saying how to get it. */
+typedef struct cli_ep_job {
+    const char *layer;
+    const moeq_checkpoint *ck;
+    const moeq_moe_config *mc; /* the whole layer's config */
+    int32_t placement;
+    const char *scheme;
+    int32_t E, H, I;
+    const float *x; /* [T, H]: every rank's tokens (the same on each) */
+    int64_t T;
+    int32_t top_k;
+    const int32_t *ids;
+    const float *weights;
+    long threads; /* 0: this machine's cores shared by its ranks */
+    long repeat;
+    const char *out_path;
+    int check;
+} cli_ep_job;
+/* MPI_Init; stdout of every rank but 0 goes to /dev/null.  CLI_USAGE (with
+ * the reason on stderr) when the tool has no MPI. */
+int cli_ep_start(void);
+/* Collective: 1 when every rank passes 1. */
+int cli_ep_all_ok(int ok);
+/* Collective: creates, loads and runs the layer on this rank's share of the
+ * tokens; rank 0 prints the timing per rank and writes out_path.  Returns
+ * the exit code. */
+int cli_ep_run(const cli_ep_job *job);
+/* MPI_Finalize. */
+void cli_ep_stop(void);
 
 int cmd_plan(int argc, char **argv);
 int cmd_demo(int argc, char **argv);

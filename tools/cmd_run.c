@@ -19,7 +19,8 @@ static void run_usage(FILE *f) {
     fprintf(f, "usage: moeq run MODEL_DIR --layer PREFIX [--tokens T] [--input X.npy]\n"
                "                [--router-logits R.npy | --topk-ids I.npy --topk-weights W.npy]\n"
                "                [-o OUT.npy] [--threads N] [--check] [--seed S] [--repeat N]\n"
-               "                [--platform cpu|npu] [--prefer-mxint4]\n\n"
+               "                [--platform cpu|npu] [--prefer-mxint4]\n"
+               "                [--ep [contiguous|round-robin]]\n\n"
                "Loads the MoE layer PREFIX (e.g. model.layers.3.mlp.experts) from MODEL_DIR\n"
                "(config.json + safetensors), runs it on X ([T, H] float32; random when absent)\n"
                "and writes OUT as float32 [T, H].  Routing follows config.json: num_experts /\n"
@@ -31,6 +32,13 @@ static void run_usage(FILE *f) {
                "reference of the same math and fails past 1e-4 relative (1e-2 with 8-bit\n"
                "quantized inputs, 5e-2 with 4-bit ones).\n\n"
                "--platform and --prefer-mxint4 choose the scheme as for 'moeq plan'.\n\n"
+               "--ep runs the layer with expert parallelism over MPI: start it as\n"
+               "'mpirun -np N moeq run ... --ep'.  Each rank loads only its experts (contiguous\n"
+               "runs of ids, the default, or round-robin) and takes a contiguous share of the\n"
+               "tokens; rank 0 prints the timing per rank (experts, bytes loaded, compute and\n"
+               "communication) and writes OUT.  With --check rank 0 also runs the whole layer\n"
+               "in one process and checks that the bits are the same.  Needs a moeq built with\n"
+               "MPI (-DMOEQ_MPI=ON).\n\n"
                "exit status: 0 ran (and checked), 1 load, routing, apply or check failed,\n"
                "2 usage or unreadable model directory\n");
 }
@@ -168,7 +176,8 @@ int cmd_run(int argc, char **argv) {
                *w_path = NULL, *out_path = NULL;
     long tokens = 4, threads = sysconf(_SC_NPROCESSORS_ONLN), repeat = 0;
     long seed = 1;
-    int check = 0;
+    int check = 0, ep = 0, threads_given = 0;
+    int32_t placement = MOEQ_EP_CONTIGUOUS;
     moeq_select_options so = {MOEQ_PLATFORM_CPU, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -192,6 +201,7 @@ int cmd_run(int argc, char **argv) {
             out_path = argv[++i];
         } else if (!strcmp(a, "--threads") && has) {
             if (cli_parse_long("run", a, argv[++i], 1, 256, &threads) != 0) return CLI_USAGE;
+            threads_given = 1;
         } else if (!strcmp(a, "--repeat") && has) {
             if (cli_parse_long("run", a, argv[++i], 0, 1000000, &repeat) != 0) return CLI_USAGE;
         } else if (!strcmp(a, "--seed") && has) {
@@ -202,6 +212,11 @@ int cmd_run(int argc, char **argv) {
             if (cli_parse_platform("run", argv[++i], &so.platform) != 0) return CLI_USAGE;
         } else if (!strcmp(a, "--prefer-mxint4")) {
             so.prefer_mxint4 = 1;
+        } else if (!strcmp(a, "--ep")) {
+            ep = 1;
+            if (has && moeq_ep_placement_from_name(argv[i + 1]) >= 0) {
+                placement = moeq_ep_placement_from_name(argv[++i]);
+            }
         } else if (a[0] == '-' || dir) {
             fprintf(stderr, "moeq run: unexpected argument '%s'\n\n", a);
             run_usage(stderr);
@@ -222,6 +237,14 @@ int cmd_run(int argc, char **argv) {
         return CLI_USAGE;
     }
     rng_state ^= (uint64_t)seed * 0xD1B54A32D192ED03ull;
+    /* --ep: every rank prepares the same inputs and routing, then the ranks
+     * agree that all of them could (cli_ep_all_ok) before the layer's
+     * collectives; a rank that fails earlier says so at `done`. */
+    int ep_agreed = 0;
+    if (ep) {
+        int r = cli_ep_start();
+        if (r != CLI_OK) return r;
+    }
 
     int rc = CLI_FAILED;
     moeq_error err;
@@ -233,7 +256,10 @@ int cmd_run(int argc, char **argv) {
     float *x = NULL, *logits = NULL, *weights = NULL, *out = NULL;
     int32_t *ids = NULL;
     double *ref = NULL;
-    if (!(cfg = cli_load_config(dir))) return CLI_USAGE;
+    if (!(cfg = cli_load_config(dir))) {
+        rc = CLI_USAGE;
+        goto done;
+    }
     if (moeq_checkpoint_open(dir, &ck, &err) != MOEQ_OK) {
         cli_print_error(dir, &err);
         rc = CLI_USAGE;
@@ -271,17 +297,6 @@ int cmd_run(int argc, char **argv) {
 
     cli_moe_layer ml;
     if (cli_moe_layer_setup(cfg, layer, proj, E, H, I, &so, &ml) != CLI_OK) goto done;
-    double t0 = now_s();
-    if (moeq_moe_create(&ml.mc, &moe, &err) != MOEQ_OK ||
-        moeq_moe_load_checkpoint(moe, ck, layer, isatty(2) ? progress_cb : NULL, NULL, NULL, NULL,
-                                 &err) != MOEQ_OK ||
-        moeq_moe_finalize(moe, &err) != MOEQ_OK) {
-        cli_print_error(layer, &err);
-        goto done;
-    }
-    double load_s = now_s() - t0;
-    printf("%s: %s, %d experts, hidden %d, intermediate %d, loaded in %.2f s\n", layer,
-           moeq_scheme_name(ml.sel.scheme), (int)E, (int)H, (int)I, load_s);
 
     /* input */
     int64_t T = tokens;
@@ -371,6 +386,28 @@ int cmd_run(int argc, char **argv) {
                rc_route.correction_bias ? ", correction bias" : "");
     }
 
+    if (ep) {
+        ep_agreed = 1;
+        if (!cli_ep_all_ok(1)) goto done;
+        cli_ep_job job = {layer,   ck,     &ml.mc,  placement, moeq_scheme_name(ml.sel.scheme),
+                          E,       H,      I,       x,         T,
+                          top_k,   ids,    weights, threads_given ? threads : 0,
+                          repeat,  out_path, check};
+        rc = cli_ep_run(&job);
+        goto done;
+    }
+    double t0 = now_s();
+    if (moeq_moe_create(&ml.mc, &moe, &err) != MOEQ_OK ||
+        moeq_moe_load_checkpoint(moe, ck, layer, isatty(2) ? progress_cb : NULL, NULL, NULL, NULL,
+                                 &err) != MOEQ_OK ||
+        moeq_moe_finalize(moe, &err) != MOEQ_OK) {
+        cli_print_error(layer, &err);
+        goto done;
+    }
+    double load_s = now_s() - t0;
+    printf("%s: %s, %d experts, hidden %d, intermediate %d, loaded in %.2f s\n", layer,
+           moeq_scheme_name(ml.sel.scheme), (int)E, (int)H, (int)I, load_s);
+
     /* run and time */
     moeq_ctx_options co = {(int32_t)threads, 0};
     if (moeq_ctx_create(&co, &ctx, &err) != MOEQ_OK) {
@@ -444,6 +481,10 @@ int cmd_run(int argc, char **argv) {
     }
     rc = CLI_OK;
 done:
+    if (ep) {
+        if (!ep_agreed) cli_ep_all_ok(0); /* the others wait for this rank's word */
+        cli_ep_stop();
+    }
     if (!in_path) free(x);
     npy_free(&xin);
     npy_free(&rl);

@@ -48,8 +48,8 @@ typedef struct moeq_ep_comm {
     void *user_data;
     /* Sends send_counts[r] bytes at send + send_displs[r] to rank r and
      * receives recv_counts[r] bytes from rank r at recv + recv_displs[r], for
-     * every r (itself included); counts and displacements are bytes, counts
-     * may be 0 (then the pointers may be NULL when every count is 0). */
+     * every r (itself included); counts and displacements are bytes, below
+     * 2^31 (moeq_ep_apply refuses larger exchanges), and may be 0. */
     moeq_status (*alltoallv)(void *user_data, const void *send, const int64_t *send_counts,
                              const int64_t *send_displs, void *recv, const int64_t *recv_counts,
                              const int64_t *recv_displs, moeq_error *err);
@@ -132,7 +132,8 @@ MOEQ_API moeq_status moeq_ep_agree(moeq_ep *ep, moeq_status local, moeq_error *e
  * output (H x 4 bytes) comes back and the token's rank adds the k outputs in
  * k order, as moeq_moe_apply does.  ctx: this rank's context.
  * @return OK, the statuses of moeq_moe_apply (INVALID_ARG, DTYPE, STATE,
- *         NOMEM), LIMIT (more than 2^31-1 rows for one rank), the comm's, or
+ *         NOMEM), LIMIT (a rank would move 2 GiB or more through one
+ *         alltoallv: split the batch), the comm's, or
  *         another rank's status. */
 MOEQ_API moeq_status moeq_ep_apply(moeq_ep *ep, moeq_ctx *ctx, int32_t x_dtype, const void *x,
                                    int64_t tokens, int32_t top_k, const int32_t *topk_ids,

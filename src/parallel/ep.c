@@ -633,10 +633,22 @@ static moeq_status apply_impl(moeq_ep *ep, moeq_ctx *ctx, moeq_status pre, moeq_
             memcpy(srows + (size_t)s * rowb, (const uint8_t *)x + (p / (size_t)top_k) * rowb, rowb);
         }
     }
-    int32_t mm[1] = {mmax};
-    st = agree(ep, st, &le, mm, 1, "dispatch", err);
+    /* The largest buffer an exchange touches on this rank, in KiB: every
+     * count and displacement must stay below 2^31 bytes (MPI's int). */
+    int64_t most = (P_all > R_all ? P_all : R_all) *
+                   (int64_t)(rowb > H * sizeof(float) ? rowb : H * sizeof(float));
+    int64_t kib = (most + 1023) / 1024;
+    int32_t mm[2] = {mmax, kib > INT32_MAX ? INT32_MAX : (int32_t)kib};
+    st = agree(ep, st, &le, mm, 2, "dispatch", err);
     if (st != MOEQ_STATUS_OK) goto out_heap;
     mmax = mm[0];
+    if ((int64_t)mm[1] * 1024 > INT32_MAX) {
+        st = moeq__error(err, MOEQ_STATUS_LIMIT,
+                         "%s: expert parallelism: a rank would exchange %lld MiB in one "
+                         "alltoallv, over the 2 GiB a call may move; split the batch",
+                         ep_name(ep), (long long)mm[1] / 1024);
+        goto out_heap;
+    }
     {
         int64_t so = 0, ro = 0;
         for (int32_t r = 0; r < S; r++) {

@@ -10,9 +10,13 @@
  *          [--baseline] [--json FILE]
  *
  * Every rank makes the same batch of T tokens (bf16 x, softmax top-k routing
- * of random logits) and takes a contiguous share.  --baseline: rank 0 also
- * loads the whole layer and times moeq_moe_apply on the whole batch with the
- * threads of all ranks (the others wait), the ratio's denominator.
+ * of random logits) and takes a contiguous share.  Per rank and call: compute
+ * (the call's time outside the comm), agree (the all-reduces before each
+ * exchange: where a rank waits for slower ones) and exchange (the alltoallv
+ * calls); medians over the calls.  --baseline: rank 0 also loads the whole
+ * layer and, after each call, times moeq_moe_apply on the whole batch with
+ * the threads of all ranks (the others wait at a barrier), the ratio's
+ * denominator (meant for -np 1: the same machine, calls alternating).
  * Prints a table per T and, with --json, one JSON object per T.
  */
 #include <math.h>
@@ -55,12 +59,29 @@ static double number(const moeq_config *cfg, const char *a, const char *b) {
     return 0;
 }
 
-/* One rank's figures for one T, per call. */
+/* One rank's figures for one T, per call (times: medians over the calls). */
 typedef struct report {
     int32_t experts, threads;
     int64_t tokens;
-    double rows, compute_ms, comm_ms, sent_kib, recv_kib, bytes_loaded, load_s;
+    double rows, compute_ms, agree_ms, exchange_ms, sent_kib, recv_kib, bytes_loaded, load_s;
 } report;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (v is sorted in place). */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double min_of(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+    return m;
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -210,87 +231,98 @@ int main(int argc, char **argv) {
                 die("apply", &err);
             }
         }
+        /* reps calls, each timed; with --baseline rank 0 runs the whole layer
+         * after each (the others wait at a barrier), so that both see the
+         * same machine */
         moeq_ep_reset_stats(ep);
+        double *t = calloc(5 * (size_t)reps, sizeof(double));
+        double *wall = t, *comp = t + reps, *agr = t + 2 * reps, *xch = t + 3 * reps,
+               *one = t + 4 * reps;
+        uint16_t *o = full ? malloc((size_t)T * (size_t)H * 2) : NULL;
+        moeq_ep_stats prev, s;
+        moeq_ep_get_stats(ep, &prev, NULL);
         MPI_Barrier(MPI_COMM_WORLD);
-        double best = HUGE_VAL, sum = 0;
         for (int r = 0; r < reps; r++) {
             double a = now_s();
             if (moeq_ep_apply(ep, ctx, MOEQ_DTYPE_BF16, xs, n, K, ids + t0 * K, w + t0 * K,
                               MOEQ_DTYPE_BF16, out, &err) != MOEQ_OK) {
                 die("apply", &err);
             }
-            double dt = now_s() - a;
-            best = fmin(best, dt);
-            sum += dt;
+            wall[r] = now_s() - a;
+            moeq_ep_get_stats(ep, &s, NULL);
+            comp[r] = s.compute_s - prev.compute_s;
+            agr[r] = s.agree_s - prev.agree_s;
+            xch[r] = s.exchange_s - prev.exchange_s;
+            prev = s;
+            if (baseline) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (full) {
+                    a = now_s();
+                    if (moeq_moe_apply(full, full_ctx, MOEQ_DTYPE_BF16, x, T, K, ids, w,
+                                       MOEQ_DTYPE_BF16, o, &err) != MOEQ_OK) {
+                        die("baseline apply", &err);
+                    }
+                    one[r] = now_s() - a;
+                }
+                MPI_Barrier(MPI_COMM_WORLD);
+            }
         }
-        moeq_ep_stats s;
-        moeq_ep_get_stats(ep, &s, NULL);
+        free(o);
+        const double best = min_of(wall, reps), med = median(wall, reps);
+        const double one_best = full ? min_of(one, reps) : 0,
+                     one_med = full ? median(one, reps) : 0;
         report mine = {s.num_local_experts,
                        threads,
                        n,
                        (double)s.pairs_received / reps,
-                       s.compute_s / reps * 1e3,
-                       s.comm_s / reps * 1e3,
+                       median(comp, reps) * 1e3,
+                       median(agr, reps) * 1e3,
+                       median(xch, reps) * 1e3,
                        (double)s.bytes_sent / reps / 1024.0,
                        (double)s.bytes_received / reps / 1024.0,
                        (double)st0.bytes_loaded,
                        t_load};
+        free(t);
         report *all = g_rank == 0 ? malloc(sizeof *all * (size_t)g_size) : NULL;
         MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0,
                    MPI_COMM_WORLD);
-        /* the baseline, on rank 0 alone */
-        double single = 0;
-        MPI_Barrier(MPI_COMM_WORLD);
-        if (full) {
-            uint16_t *o = malloc((size_t)T * (size_t)H * 2);
-            double b = HUGE_VAL;
-            for (int r = 0; r < reps + 2; r++) {
-                double a = now_s();
-                if (moeq_moe_apply(full, full_ctx, MOEQ_DTYPE_BF16, x, T, K, ids, w,
-                                   MOEQ_DTYPE_BF16, o, &err) != MOEQ_OK) {
-                    die("baseline apply", &err);
-                }
-                if (r >= 2) b = fmin(b, now_s() - a);
-            }
-            single = b;
-            free(o);
-        }
-        MPI_Barrier(MPI_COMM_WORLD);
         if (g_rank == 0) {
-            printf("\nT = %lld: %.3f ms per call (best of %d; mean %.3f)", (long long)T, best * 1e3,
-                   reps, sum / reps * 1e3);
-            if (single > 0) {
-                printf("; one process, %d threads: %.3f ms (ep / one process = %.2fx)",
-                       threads * g_size, single * 1e3, best / single);
+            printf("\nT = %lld: %.3f ms per call (median of %d; best %.3f)", (long long)T,
+                   med * 1e3, reps, best * 1e3);
+            if (full) {
+                printf("; one process, %d threads, calls alternating: %.3f ms (best %.3f): "
+                       "ep / one process %.2fx (best %.2fx)",
+                       threads * g_size, one_med * 1e3, one_best * 1e3, med / one_med,
+                       best / one_best);
             }
-            printf("\nrank  experts  MiB held  tokens  rows/call  compute ms  comm ms  comm "
-                   "share  sent KiB  recv KiB\n");
+            printf("\nrank  experts  MiB held  tokens  rows/call  compute ms  agree ms  "
+                   "exchange ms  sent KiB  recv KiB   (medians per call)\n");
             for (int r = 0; r < g_size; r++) {
                 const report *p = &all[r];
-                double tot = p->compute_ms + p->comm_ms;
-                printf("%4d  %7d  %8.1f  %6lld  %9.1f  %10.3f  %7.3f  %9.0f%%  %8.1f  %8.1f\n", r,
+                printf("%4d  %7d  %8.1f  %6lld  %9.1f  %10.3f  %8.3f  %11.3f  %8.1f  %8.1f\n", r,
                        (int)p->experts, p->bytes_loaded / 1048576.0, (long long)p->tokens, p->rows,
-                       p->compute_ms, p->comm_ms, tot > 0 ? 100.0 * p->comm_ms / tot : 0,
-                       p->sent_kib, p->recv_kib);
+                       p->compute_ms, p->agree_ms, p->exchange_ms, p->sent_kib, p->recv_kib);
             }
             if (json) {
                 fprintf(json,
                         "{\"bench\": \"ep\", \"scheme\": \"%s\", \"experts\": %d, \"hidden\": %d, "
                         "\"intermediate\": %d, \"top_k\": %d, \"ranks\": %d, \"threads\": %d, "
-                        "\"placement\": \"%s\", \"tokens\": %lld, \"call_ms\": %.4f, "
-                        "\"mean_ms\": %.4f, \"single_ms\": %.4f, \"per_rank\": [",
+                        "\"placement\": \"%s\", \"tokens\": %lld, \"reps\": %d, "
+                        "\"median_ms\": %.4f, \"best_ms\": %.4f, \"single_median_ms\": %.4f, "
+                        "\"single_best_ms\": %.4f, \"per_rank\": [",
                         moeq_scheme_name(sel.scheme), (int)E, (int)H, (int)I, (int)K, g_size,
-                        threads, moeq_ep_placement_name(placement), (long long)T, best * 1e3,
-                        sum / reps * 1e3, single * 1e3);
+                        threads, moeq_ep_placement_name(placement), (long long)T, reps, med * 1e3,
+                        best * 1e3, one_med * 1e3, one_best * 1e3);
                 for (int r = 0; r < g_size; r++) {
                     const report *p = &all[r];
                     fprintf(json,
                             "%s{\"rank\": %d, \"experts\": %d, \"bytes_loaded\": %.0f, "
                             "\"tokens\": %lld, \"rows\": %.1f, \"compute_ms\": %.4f, "
-                            "\"comm_ms\": %.4f, \"sent_kib\": %.1f, \"recv_kib\": %.1f}",
+                            "\"agree_ms\": %.4f, \"exchange_ms\": %.4f, \"sent_kib\": %.1f, "
+                            "\"recv_kib\": %.1f}",
                             r ? ", " : "", r, (int)p->experts, p->bytes_loaded,
-                            (long long)p->tokens, p->rows, p->compute_ms, p->comm_ms, p->sent_kib,
-                            p->recv_kib);
+                            (long long)p->tokens, p->rows, p->compute_ms, p->agree_ms,
+                            p->exchange_ms, p->sent_kib, p->recv_kib);
                 }
                 fprintf(json, "]}\n");
             }

@@ -163,7 +163,10 @@ typedef struct moeq_ep_stats {
     uint64_t bytes_sent;      /* through alltoallv: counts, dispatch and return, to others */
     uint64_t bytes_received;  /* likewise, from others */
     double compute_s;         /* local work: bucketing, the experts, the combine */
-    double comm_s;            /* inside the comm's calls (waiting for slower ranks included) */
+    double comm_s;            /* inside the comm's calls: agree_s + exchange_s */
+    double agree_s;           /* inside allreduce_i32: mostly waiting for slower ranks, as the
+                                 ranks agree before each exchange */
+    double exchange_s;        /* inside alltoallv: moving the bytes (the ranks have just met) */
 } moeq_ep_stats;
 
 /* Local.  @return OK, INVALID_ARG (NULL). */

@@ -184,7 +184,9 @@ static const char *ep_name(const moeq_ep *ep) {
 static moeq_status c_allreduce(moeq_ep *ep, int32_t *vals, int32_t n, int32_t op, moeq_error *err) {
     double t0 = now_s();
     moeq_status st = ep->comm.allreduce_i32(ep->comm.user_data, vals, n, op, err);
-    ep->stats.comm_s += now_s() - t0;
+    double dt = now_s() - t0;
+    ep->stats.comm_s += dt;
+    ep->stats.agree_s += dt;
     if (st != MOEQ_STATUS_OK) {
         moeq__error_prefix(err, st, "%s: expert parallelism, rank %d of %d: all-reduce",
                            ep_name(ep), (int)ep->rank, (int)ep->size);
@@ -206,7 +208,9 @@ static moeq_status c_alltoallv(moeq_ep *ep, const void *send, void *recv, const 
     double t0 = now_s();
     moeq_status st = ep->comm.alltoallv(ep->comm.user_data, send ? send : dummy, sc, sd,
                                         recv ? recv : dummy, rc, rd, err);
-    ep->stats.comm_s += now_s() - t0;
+    double dt = now_s() - t0;
+    ep->stats.comm_s += dt;
+    ep->stats.exchange_s += dt;
     if (st != MOEQ_STATUS_OK) {
         moeq__error_prefix(err, st, "%s: expert parallelism, rank %d of %d: alltoallv of %s",
                            ep_name(ep), (int)ep->rank, (int)ep->size, what);
@@ -781,7 +785,7 @@ void moeq_ep_reset_stats(moeq_ep *ep) {
     if (!ep) return;
     ep->stats.calls = ep->stats.pairs_sent = ep->stats.pairs_received = 0;
     ep->stats.bytes_sent = ep->stats.bytes_received = 0;
-    ep->stats.compute_s = ep->stats.comm_s = 0;
+    ep->stats.compute_s = ep->stats.comm_s = ep->stats.agree_s = ep->stats.exchange_s = 0;
 }
 
 int32_t moeq_ep_local_experts(const moeq_ep *ep, int32_t *ids, int32_t n) {

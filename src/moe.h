@@ -171,11 +171,12 @@ typedef struct moeq__apply_io {
     const float *weights;
     int32_t out_dtype;
     void *out;
-    /* Expert parallelism (src/parallel/): 1 when top_k is 1, every row's
-     * expert is held here and out is f32 [tokens, H] that gets each row's
-     * expert output, unweighted and uncombined (a row of NaN where the row
-     * or its input is bad), for moeq__moe_combine_token on the token's rank. */
-    int32_t rows_out;
+    /* Expert parallelism (src/parallel/): non-NULL, [tokens * top_k], the
+     * row of out (f32 [rows, H]) that gets pair p's expert output, unweighted
+     * and uncombined (a row of NaN where the pair's input or activations are
+     * bad), for moeq__moe_combine_token on the token's rank; -1 for pairs
+     * that have none (ids of -1). */
+    const int32_t *pair_out;
     /* > 0: the rows of the busiest expert over every rank, which decides
      * whether rows go as bfloat16 (moe_fast.c), as it does for one process
      * holding every expert. */
@@ -211,14 +212,17 @@ void moeq__moe_combine_token(const moeq_moe *l, const moeq_ctx *ctx, size_t k, c
                              const float *const *y, bool bad, float *acc, int32_t out_dtype,
                              void *dst);
 
-/* Expert parallelism's local step: rows [rows, H] of x (x_dtype), row i for
- * global expert ids[i] (held here) with router weight weights[i]; writes
- * each row's expert output to y (f32 [rows, H]; NaN rows as rows_out says).
+/* Expert parallelism's local step: tokens [tokens, H] of x (x_dtype), each
+ * with top_k (global id, weight) slots, ids held here or -1; writes pair
+ * p's expert output to row pair_out[p] of y (f32, NaN rows as in
+ * moeq__apply_io.pair_out; pair_out[p] is -1 exactly where ids[p] is).
  * mmax_hint as in moeq__apply_io.  Checks as moeq_moe_apply.
- * @return OK, INVALID_ARG, DTYPE, STATE, NOMEM. */
+ * @return OK, INVALID_ARG, DTYPE, STATE, NOMEM, INTERNAL (an id not held
+ *         here, a slot that disagrees with its id). */
 moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
-                                 int64_t rows, const int32_t *ids, const float *weights,
-                                 int32_t mmax_hint, float *y, moeq_error *err);
+                                 int64_t tokens, int32_t top_k, const int32_t *ids,
+                                 const float *weights, const int32_t *pair_out, int32_t mmax_hint,
+                                 float *y, moeq_error *err);
 
 /* Shared by both forwards (moe_apply.c). */
 void moeq__act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,

@@ -163,23 +163,29 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
         check_apply(l, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out, err);
     if (st != MOEQ_STATUS_OK || tokens == 0) return st;
     moeq__apply_io io = {ctx, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out,
-                         0, 0};
+                         NULL, 0};
     return l->scheme->apply(l, &io, err);
 }
 
 moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
-                                 int64_t rows, const int32_t *ids, const float *weights,
-                                 int32_t mmax_hint, float *y, moeq_error *err) {
-    moeq_status st = check_apply(l, x_dtype, x, rows, 1, ids, weights, MOEQ_DTYPE_F32, y, err);
-    if (st != MOEQ_STATUS_OK || rows == 0) return st;
-    for (int64_t i = 0; i < rows; i++) {
-        if (l->expert_map[ids[i]] < 0) {
+                                 int64_t tokens, int32_t top_k, const int32_t *ids,
+                                 const float *weights, const int32_t *pair_out, int32_t mmax_hint,
+                                 float *y, moeq_error *err) {
+    moeq_status st =
+        check_apply(l, x_dtype, x, tokens, top_k, ids, weights, MOEQ_DTYPE_F32, y, err);
+    if (st != MOEQ_STATUS_OK || tokens == 0) return st;
+    const int64_t pairs = tokens * top_k;
+    for (int64_t p = 0; p < pairs; p++) {
+        if ((ids[p] >= 0 && l->expert_map[ids[p]] < 0) || (ids[p] < 0) != (pair_out[p] < 0)) {
             return moeq__error(err, MOEQ_STATUS_INTERNAL,
-                               "%s: row %lld went to expert %d, which this rank does not hold",
-                               l->prefix ? l->prefix : "MoE layer", (long long)i, (int)ids[i]);
+                               "%s: pair %lld: expert %d, output row %d (not held here, or a "
+                               "slot that disagrees with its id)",
+                               l->prefix ? l->prefix : "MoE layer", (long long)p, (int)ids[p],
+                               (int)pair_out[p]);
         }
     }
-    moeq__apply_io io = {ctx, x_dtype, x, rows, 1, ids, weights, MOEQ_DTYPE_F32, y, 1, mmax_hint};
+    moeq__apply_io io = {ctx,  x_dtype,        x, tokens,   top_k, ids, weights, MOEQ_DTYPE_F32,
+                         y,    pair_out,       mmax_hint};
     return l->scheme->apply(l, &io, err);
 }
 
@@ -478,13 +484,15 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
             }
         }
     }
-    if (io->rows_out) { /* top_k 1, every row held here: each row's output as it is */
+    if (io->pair_out) { /* expert parallelism: each pair's output as it is */
         float *o = io->out;
-        for (size_t t = 0; t < T; t++) {
-            if (bad[t]) {
-                for (size_t h = 0; h < H; h++) o[t * H + h] = NAN;
+        for (size_t p = 0; p < pairs; p++) {
+            if (io->pair_out[p] < 0) continue;
+            float *dst = o + (size_t)io->pair_out[p] * H;
+            if (bad[p / k]) {
+                for (size_t h = 0; h < H; h++) dst[h] = NAN;
             } else {
-                memcpy(o + t * H, Y + (size_t)row_of[t] * H, H * sizeof(float));
+                memcpy(dst, Y + (size_t)row_of[p] * H, H * sizeof(float));
             }
         }
         return MOEQ_STATUS_OK;

@@ -935,13 +935,17 @@ static void step_combine(void *arg, int tid, int nt) {
     while (next_range(f, f->T, &a, &b))
         for (size_t tok = a; tok < b; tok++) {
             bool bad = f->bad[tok];
-            if (io->rows_out) { /* top_k 1, every row held here: the row as it is */
-                size_t r = (size_t)f->row_of[tok];
-                float *dst = (float *)io->out + tok * H;
-                if (bad || (f->row_bad && f->row_bad[r])) {
-                    for (size_t h = 0; h < H; h++) dst[h] = NAN;
-                } else {
-                    memcpy(dst, f->Y + r * H, H * sizeof(float));
+            if (io->pair_out) { /* expert parallelism: each pair's output as it is */
+                for (size_t j = 0; j < k; j++) {
+                    size_t p = tok * k + j;
+                    if (io->pair_out[p] < 0) continue;
+                    size_t r = (size_t)f->row_of[p];
+                    float *dst = (float *)io->out + (size_t)io->pair_out[p] * H;
+                    if (bad || (f->row_bad && f->row_bad[r])) {
+                        for (size_t h = 0; h < H; h++) dst[h] = NAN;
+                    } else {
+                        memcpy(dst, f->Y + r * H, H * sizeof(float));
+                    }
                 }
                 continue;
             }

@@ -546,6 +546,10 @@ START_TEST(test_checkpoint_each_rank_loads_its_experts) {
                     if (placement == MOEQ_EP_ROUND_ROBIN) ck_assert_int_eq(e % size, q);
                 }
                 ck_assert_uint_eq(s->pairs_sent, (uint64_t)counts[q] * (uint64_t)K);
+                /* a token's row goes once to each rank that holds one of its experts */
+                ck_assert_uint_le(s->tokens_sent, s->pairs_sent);
+                ck_assert_uint_ge(s->tokens_sent, (uint64_t)counts[q]);
+                if (size == 1) ck_assert_uint_eq(s->tokens_sent, (uint64_t)counts[q]);
                 if (size == 1) ck_assert_uint_eq(s->bytes_sent, 0);
             }
             ck_assert_uint_eq(loaded, m.n_tensors);

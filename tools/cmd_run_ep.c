@@ -75,9 +75,26 @@ typedef struct rank_report {
     moeq_ep_stats s;
     int64_t tokens;
     double load_s;
+    double peak_rss_mib; /* VmHWM after the calls; -1 where /proc has none */
     int32_t threads;
     int32_t first_expert, last_expert; /* of its ids, for the table */
 } rank_report;
+
+/* This process's peak resident memory (Linux: VmHWM), MiB; -1 if unknown. */
+static double peak_rss_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double kib = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kib = strtod(line + 6, NULL);
+            break;
+        }
+    }
+    fclose(f);
+    return kib < 0 ? -1 : kib / 1024.0;
+}
 
 /* Threads per rank when not given: this machine's cores over its ranks. */
 static int32_t default_threads(void) {
@@ -212,6 +229,7 @@ int cli_ep_run(const cli_ep_job *j) {
     moeq_ep_get_stats(ep, &mine.s, NULL);
     mine.tokens = T;
     mine.load_s = load_s;
+    mine.peak_rss_mib = peak_rss_mib();
     mine.threads = threads;
     int32_t local[4096];
     int32_t nl = moeq_ep_local_experts(ep, local, 4096);
@@ -244,18 +262,19 @@ int cli_ep_run(const cli_ep_job *j) {
            "(best of %d; mean %.3f ms), %.3f ms per token\n",
            (long long)j->T, size, (int)threads, moeq_ctx_kernels(ctx), best * 1e3, timed,
            total / timed * 1e3, best * 1e3 / (double)j->T);
-    printf("rank  experts    ids       tokens  tensors  loaded MiB  load s  rows/call  "
-           "compute ms  comm ms  sent KiB  recv KiB (per call)\n");
+    printf("rank  experts  ids         tokens  tensors  loaded MiB  peak RSS MiB  load s  "
+           "rows/call  compute ms  comm ms  sent KiB  recv KiB (per call)\n");
     for (int r = 0; r < size; r++) {
         const rank_report *p = &reports[r];
         double calls = p->s.calls ? (double)p->s.calls : 1.0;
         char span[32];
         snprintf(span, sizeof span, "%d..%d%s", (int)p->first_expert, (int)p->last_expert,
                  j->placement == MOEQ_EP_ROUND_ROBIN ? "/rr" : "");
-        printf("%4d  %7d  %-10s %7lld  %7llu  %10.1f  %6.2f  %9.1f  %10.3f  %7.3f  %8.1f  %8.1f\n",
+        printf("%4d  %7d  %-10s  %6lld  %7llu  %10.1f  %12.1f  %6.2f  %9.1f  %10.3f  %7.3f  "
+               "%8.1f  %8.1f\n",
                r, (int)p->s.num_local_experts, span, (long long)p->tokens,
                (unsigned long long)p->s.tensors_loaded, (double)p->s.bytes_loaded / 1048576.0,
-               p->load_s, (double)p->s.pairs_received / calls, p->s.compute_s / calls * 1e3,
+               p->peak_rss_mib, p->load_s, (double)p->s.pairs_received / calls, p->s.compute_s / calls * 1e3,
                p->s.comm_s / calls * 1e3, (double)p->s.bytes_sent / calls / 1024.0,
                (double)p->s.bytes_received / calls / 1024.0);
     }

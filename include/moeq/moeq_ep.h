@@ -127,10 +127,11 @@ MOEQ_API moeq_status moeq_ep_agree(moeq_ep *ep, moeq_status local, moeq_error *e
  * topk_ids/topk_weights ([tokens, top_k], global ids; -1 contributes
  * nothing), writing out ([tokens, H], out_dtype BF16, F16 or F32).  tokens
  * may be 0 (pointers may then be NULL) and top_k may differ between ranks.
- * Each (token, k) pair goes to the rank holding its expert as a row of x
- * (H x dtype bytes) with its id and weight (8 bytes); the expert's float32
- * output (H x 4 bytes) comes back and the token's rank adds the k outputs in
- * k order, as moeq_moe_apply does.  ctx: this rank's context.
+ * Each token goes once to every rank holding one of its experts, as its row
+ * of x (H x dtype bytes) with max-top_k (id, weight) slots (8 bytes each);
+ * each (token, expert) pair's float32 output (H x 4 bytes) comes back and
+ * the token's rank adds the k outputs in k order, as moeq_moe_apply does.
+ * ctx: this rank's context.
  * @return OK, the statuses of moeq_moe_apply (INVALID_ARG, DTYPE, STATE,
  *         NOMEM), LIMIT (a rank would move 2 GiB or more through one
  *         alltoallv: split the batch), the comm's, or
@@ -160,13 +161,15 @@ typedef struct moeq_ep_stats {
     uint64_t calls;           /* moeq_ep_apply calls that ran */
     uint64_t pairs_sent;      /* (token, expert) pairs dispatched, to itself included */
     uint64_t pairs_received;  /* rows its experts computed */
-    uint64_t bytes_sent;      /* through alltoallv: counts, dispatch and return, to others */
-    uint64_t bytes_received;  /* likewise, from others */
-    double compute_s;         /* local work: bucketing, the experts, the combine */
-    double comm_s;            /* inside the comm's calls: agree_s + exchange_s */
-    double agree_s;           /* inside allreduce_i32: mostly waiting for slower ranks, as the
-                                 ranks agree before each exchange */
-    double exchange_s;        /* inside alltoallv: moving the bytes (the ranks have just met) */
+    uint64_t tokens_sent;     /* token rows dispatched: one per (token, destination rank) */
+    uint64_t tokens_received;
+    uint64_t bytes_sent;     /* through alltoallv: counts, dispatch and return, to others */
+    uint64_t bytes_received; /* likewise, from others */
+    double compute_s;        /* local work: bucketing, the experts, the combine */
+    double comm_s;           /* inside the comm's calls: agree_s + exchange_s */
+    double agree_s;          /* inside allreduce_i32: mostly waiting for slower ranks, as the
+                                ranks agree before each exchange */
+    double exchange_s;       /* inside alltoallv: moving the bytes (the ranks have just met) */
 } moeq_ep_stats;
 
 /* Local.  @return OK, INVALID_ARG (NULL). */

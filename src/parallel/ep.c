@@ -7,20 +7,22 @@
  * an exchange another rank will not join:
  *
  *   1. route    check the arguments; count this rank's (token, k) pairs per
- *               destination rank and local expert there;
- *               agree (status, x dtype) -> alltoallv of the counts;
+ *               destination rank and local expert there, and its tokens per
+ *               destination; agree (status, x dtype, largest top_k) ->
+ *               alltoallv of the counts;
  *   2. dispatch size the buffers; the busiest expert's row count;
- *               agree (status, max rows) -> alltoallv of (id, weight) and of
- *               the x rows, each rank's pairs in (token, k) order;
- *   3. experts  moeq__moe_apply_rows on the rows received (in source-rank
- *               order), one float32 output row per row;
+ *               agree (status, max rows, largest buffer) -> alltoallv of the
+ *               (id, weight) slots and of the x rows: each token once per
+ *               rank holding one of its experts, tokens in order;
+ *   3. experts  moeq__moe_apply_rows on the tokens received (in source-rank
+ *               order), one float32 output row per (token, expert) pair;
  *               agree (status) -> alltoallv of the outputs back;
  *   4. combine  per token, its k outputs in k order (moeq__moe_combine_token,
  *               the single-process combine itself).
  *
  * Why the bits match one process holding every expert (docs/parallel.md):
  * each expert gets the same rows in the same order (source ranks in rank
- * order, each in (token, k) order: the single-process bucketing of the
+ * order, each source's tokens in order: the single-process bucketing of the
  * concatenated batch), the kernels a row takes depend only on its expert's
  * row count and on the busiest expert's (passed as the hint), a row's
  * result does not depend on the other rows, and the combine is the same
@@ -36,6 +38,27 @@
 #include <time.h>
 
 #define EP_MAX_REDUCE 16
+
+enum {
+    B_CNT_SEND, /* int32 [E]: pairs per (destination, its local expert) */
+    B_CNT_RECV, /* int32 [size * nloc[rank]] */
+    B_A2A,      /* int64 [4 * size]: counts and displacements */
+    B_POS,      /* int32 [T * k]: a pair's slot in the send order, or -1 */
+    B_SEND_META,
+    B_SEND_ROWS,
+    B_RECV_META,
+    B_RECV_ROWS,
+    B_IDS,      /* int32 [Rt * kmax]: received slots */
+    B_WTS,      /* float [Rt * kmax] */
+    B_Y,        /* float [R, H]: an output row per received pair */
+    B_BACK,     /* float [P, H] */
+    B_ACC,      /* float [H], then the token's k row pointers */
+    B_ROUTE,    /* moeq_ep_apply_logits: ids and weights */
+    B_SEEN,     /* int64 [size]: a token's slot per destination */
+    B_FILL,     /* int64 [2 * size]: next token slot, next pair place per destination */
+    B_PAIR_OUT, /* int32 [slots]: a received slot's output row, or -1 */
+    B_COUNT
+};
 
 struct moeq_ep {
     moeq_ep_comm comm;
@@ -54,24 +77,7 @@ struct moeq_ep {
     struct ep_buf {
         void *p;
         size_t cap;
-    } buf[16];
-};
-
-enum {
-    B_CNT_SEND, /* int32 [E]: pairs per (destination, its local expert) */
-    B_CNT_RECV, /* int32 [size * nloc[rank]] */
-    B_A2A,      /* int64 [4 * size]: counts and displacements */
-    B_POS,      /* int32 [T * k]: a pair's slot in the send order, or -1 */
-    B_SEND_META,
-    B_SEND_ROWS,
-    B_RECV_META,
-    B_RECV_ROWS,
-    B_IDS,  /* int32 [R] */
-    B_WTS,  /* float [R] */
-    B_Y,    /* float [R, H] */
-    B_BACK, /* float [P, H] */
-    B_ACC,  /* float [H], then the token's k row pointers */
-    B_ROUTE /* moeq_ep_apply_logits: ids and weights */
+    } buf[B_COUNT];
 };
 
 typedef struct ep_meta {
@@ -460,7 +466,9 @@ static bool io_dtype(int32_t d) {
     return d == MOEQ_DTYPE_F32 || d == MOEQ_DTYPE_BF16 || d == MOEQ_DTYPE_F16;
 }
 
-/* Phase 1's local part: arguments, and the counts per (destination, local expert). */
+/* Phase 1's local part: arguments, and the counts sent to each destination
+ * rank r (at cnt_off[r] + r): pairs per local expert there (nloc[r] ints),
+ * then the tokens that have a pair there (1 int). */
 static moeq_status route_local(moeq_ep *ep, moeq_ctx *ctx, int32_t x_dtype, const void *x,
                                int64_t tokens, int32_t top_k, const int32_t *ids,
                                const float *weights, int32_t out_dtype, const void *out,
@@ -497,11 +505,14 @@ static moeq_status route_local(moeq_ep *ep, moeq_ctx *ctx, int32_t x_dtype, cons
                            : !weights ? "topk_weights"
                                       : "out");
     }
-    const size_t pairs = (size_t)tokens * (size_t)top_k;
-    int32_t *cnt = grow(ep, B_CNT_SEND, sizeof(int32_t) * (size_t)ep->E);
+    const size_t pairs = (size_t)tokens * (size_t)top_k, S = (size_t)ep->size;
+    int32_t *cnt = grow(ep, B_CNT_SEND, sizeof(int32_t) * ((size_t)ep->E + S));
     int32_t *pos = grow(ep, B_POS, sizeof(int32_t) * pairs);
-    if (!cnt || !pos) return moeq__error(err, MOEQ_STATUS_NOMEM, "%s: out of memory", name);
-    memset(cnt, 0, sizeof(int32_t) * (size_t)ep->E);
+    int64_t *seen = grow(ep, B_SEEN, sizeof(int64_t) * S);
+    if (!cnt || !pos || !seen)
+        return moeq__error(err, MOEQ_STATUS_NOMEM, "%s: out of memory", name);
+    memset(cnt, 0, sizeof(int32_t) * ((size_t)ep->E + S));
+    for (size_t r = 0; r < S; r++) seen[r] = -1;
     for (size_t p = 0; p < pairs; p++) {
         int32_t id = ids[p];
         if (id < -1 || id >= ep->E) {
@@ -514,10 +525,23 @@ static moeq_status route_local(moeq_ep *ep, moeq_ctx *ctx, int32_t x_dtype, cons
                                "%s: topk_weights[%zu] (token %zu) is not finite", name, p,
                                p / (size_t)top_k);
         }
-        if (id >= 0) cnt[ep->cnt_off[ep->owner[id]] + ep->owner_loc[id]]++;
+        if (id < 0) continue;
+        const int32_t r = ep->owner[id];
+        const int32_t *off = ep->cnt_off;
+        cnt[off[r] + r + ep->owner_loc[id]]++;
+        if (seen[r] != (int64_t)(p / (size_t)top_k)) { /* the token's first pair for r */
+            seen[r] = (int64_t)(p / (size_t)top_k);
+            cnt[off[r] + r + ep->nloc[r]]++;
+        }
     }
     return MOEQ_STATUS_OK;
 }
+
+/* Per-rank figures of one call: pairs and tokens to and from each rank. */
+typedef struct ep_counts {
+    int64_t *P, *Tk; /* [S]: pairs, tokens sent to rank r */
+    int64_t *R, *Rt; /* [S]: pairs, tokens received from rank r */
+} ep_counts;
 
 static moeq_status apply_impl(moeq_ep *ep, moeq_ctx *ctx, moeq_status pre, moeq_error *pre_err,
                               int32_t x_dtype, const void *x, int64_t tokens, int32_t top_k,
@@ -529,172 +553,209 @@ static moeq_status apply_impl(moeq_ep *ep, moeq_ctx *ctx, moeq_status pre, moeq_
     moeq_error_clear(&le);
     if (pre != MOEQ_STATUS_OK && pre_err) le = *pre_err;
     double t0 = now_s(), comm0 = ep->stats.comm_s;
+    int64_t *heap = NULL;
 
-    /* 1. route: counts per (destination, local expert) */
+    /* 1. route: counts per (destination, local expert) and tokens per destination */
     moeq_status st = pre != MOEQ_STATUS_OK ? pre
                                            : route_local(ep, ctx, x_dtype, x, tokens, top_k, ids,
                                                          weights, out_dtype, out, &le);
     int64_t *a = grow(ep, B_A2A, sizeof(int64_t) * 4 * (size_t)S);
-    const int32_t nl = ep->nloc[me];
-    int32_t *cnt_recv = grow(ep, B_CNT_RECV, sizeof(int32_t) * (size_t)S * (size_t)nl);
-    if (st == MOEQ_STATUS_OK && (!a || !cnt_recv)) {
+    const int32_t nl = ep->nloc[me], nc = nl + 1; /* ints from each source */
+    int32_t *cnt_recv = grow(ep, B_CNT_RECV, sizeof(int32_t) * (size_t)S * (size_t)nc);
+    heap = moeq__calloc(4 * (size_t)S, sizeof(int64_t));
+    if (st == MOEQ_STATUS_OK && (!a || !cnt_recv || !heap)) {
         st = moeq__error(&le, MOEQ_STATUS_NOMEM, "%s: out of memory", ep_name(ep));
     }
-    int32_t dt[2] = {st == MOEQ_STATUS_OK ? x_dtype : 0, st == MOEQ_STATUS_OK ? -x_dtype : 0};
-    st = agree(ep, st, &le, dt, 2, "routing", err);
+    /* x dtype (equal everywhere: max == -max of the negation), the largest top_k */
+    int32_t v1[3] = {st == MOEQ_STATUS_OK ? x_dtype : 0, st == MOEQ_STATUS_OK ? -x_dtype : 0,
+                     st == MOEQ_STATUS_OK ? top_k : 1};
+    st = agree(ep, st, &le, v1, 3, "routing", err);
     if (st != MOEQ_STATUS_OK) goto out;
-    if (dt[0] != -dt[1]) {
+    if (v1[0] != -v1[1]) {
         st = moeq__error(err, MOEQ_STATUS_INVALID_ARG,
                          "%s: expert parallelism: the ranks pass x in different dtypes (%s and "
                          "%s); every rank must pass the same",
-                         ep_name(ep), moeq_dtype_name(-dt[1]), moeq_dtype_name(dt[0]));
+                         ep_name(ep), moeq_dtype_name(-v1[1]), moeq_dtype_name(v1[0]));
         goto out;
     }
+    const int32_t kmax = v1[2]; /* slots per token sent */
     int32_t *cnt = ep->buf[B_CNT_SEND].p;
     for (int32_t r = 0; r < S; r++) {
-        a[r] = (int64_t)ep->nloc[r] * 4;             /* send counts */
-        a[S + r] = (int64_t)ep->cnt_off[r] * 4;      /* send displacements */
-        a[2 * S + r] = (int64_t)nl * 4;              /* receive counts */
-        a[3 * S + r] = (int64_t)r * (int64_t)nl * 4; /* receive displacements */
+        a[r] = (int64_t)(ep->nloc[r] + 1) * 4;        /* send counts */
+        a[S + r] = (int64_t)(ep->cnt_off[r] + r) * 4; /* send displacements */
+        a[2 * S + r] = (int64_t)nc * 4;               /* receive counts */
+        a[3 * S + r] = (int64_t)r * (int64_t)nc * 4;  /* receive displacements */
     }
     st = c_alltoallv(ep, cnt, cnt_recv, a, "the counts", err);
     if (st != MOEQ_STATUS_OK) goto out;
 
-    /* 2. dispatch */
-    const size_t pairs = (size_t)tokens * (size_t)top_k;
+    /* 2. dispatch: each token's row once per destination, with kmax (id,
+     * weight) slots holding its pairs there in k order, then (-1, 0) */
     const size_t xsz = moeq_dtype_size(x_dtype), rowb = H * xsz;
-    int64_t P_to[EP_MAX_REDUCE], R_from[EP_MAX_REDUCE];
-    int64_t *P = P_to, *R = R_from, *heap = NULL;
-    if (S > EP_MAX_REDUCE) {
-        heap = moeq__calloc(2 * (size_t)S, sizeof(int64_t));
-        if (!heap) {
-            st = moeq__error(&le, MOEQ_STATUS_NOMEM, "%s: out of memory", ep_name(ep));
-        } else {
-            P = heap;
-            R = heap + S;
-        }
-    }
-    int64_t P_all = 0, R_all = 0;
+    const size_t metab = sizeof(ep_meta) * (size_t)kmax;
+    ep_counts c = {heap, heap + S, heap + 2 * S, heap + 3 * S};
+    int64_t P_all = 0, T_all = 0, R_all = 0, Rt_all = 0;
     int32_t mmax = 0;
-    if (st == MOEQ_STATUS_OK) {
-        for (int32_t r = 0; r < S; r++) {
-            P[r] = 0;
-            for (int32_t j = 0; j < ep->nloc[r]; j++) P[r] += cnt[ep->cnt_off[r] + j];
-            P_all += P[r];
-            R[r] = 0;
-            for (int32_t j = 0; j < nl; j++) R[r] += cnt_recv[(size_t)r * (size_t)nl + (size_t)j];
-            R_all += R[r];
-        }
-        for (int32_t j = 0; j < nl; j++) {
-            int64_t m = 0;
-            for (int32_t r = 0; r < S; r++) m += cnt_recv[(size_t)r * (size_t)nl + (size_t)j];
-            if (m > mmax) mmax = m > INT32_MAX ? INT32_MAX : (int32_t)m;
-        }
-        if (R_all > INT32_MAX) {
-            st = moeq__error(&le, MOEQ_STATUS_LIMIT,
-                             "%s: rank %d would compute %lld rows in one call (at most %d); "
-                             "split the batch",
-                             ep_name(ep), (int)me, (long long)R_all, INT32_MAX);
-        }
+    for (int32_t r = 0; r < S; r++) {
+        c.P[r] = 0;
+        for (int32_t j = 0; j < ep->nloc[r]; j++) c.P[r] += cnt[ep->cnt_off[r] + r + j];
+        c.Tk[r] = cnt[ep->cnt_off[r] + r + ep->nloc[r]];
+        const int32_t *from = cnt_recv + (size_t)r * (size_t)nc;
+        c.R[r] = 0;
+        for (int32_t j = 0; j < nl; j++) c.R[r] += from[j];
+        c.Rt[r] = from[nl];
+        P_all += c.P[r];
+        T_all += c.Tk[r];
+        R_all += c.R[r];
+        Rt_all += c.Rt[r];
+    }
+    for (int32_t j = 0; j < nl; j++) {
+        int64_t m = 0;
+        for (int32_t r = 0; r < S; r++) m += cnt_recv[(size_t)r * (size_t)nc + (size_t)j];
+        if (m > mmax) mmax = m > INT32_MAX ? INT32_MAX : (int32_t)m;
+    }
+    if (R_all > INT32_MAX || Rt_all * kmax > INT32_MAX) {
+        st = moeq__error(&le, MOEQ_STATUS_LIMIT,
+                         "%s: rank %d would take %lld tokens (%lld pairs) in one call; at most "
+                         "%d slots; split the batch",
+                         ep_name(ep), (int)me, (long long)Rt_all, (long long)R_all, INT32_MAX);
     }
     ep_meta *smeta = NULL, *rmeta = NULL;
     uint8_t *srows = NULL, *rrows = NULL;
     if (st == MOEQ_STATUS_OK) {
-        smeta = grow(ep, B_SEND_META, sizeof(ep_meta) * (size_t)P_all);
-        srows = grow(ep, B_SEND_ROWS, rowb * (size_t)P_all);
-        rmeta = grow(ep, B_RECV_META, sizeof(ep_meta) * (size_t)R_all);
-        rrows = grow(ep, B_RECV_ROWS, rowb * (size_t)R_all);
-        bool ok = grow(ep, B_IDS, sizeof(int32_t) * (size_t)R_all) &&
-                  grow(ep, B_WTS, sizeof(float) * (size_t)R_all) &&
+        smeta = grow(ep, B_SEND_META, metab * (size_t)T_all);
+        srows = grow(ep, B_SEND_ROWS, rowb * (size_t)T_all);
+        rmeta = grow(ep, B_RECV_META, metab * (size_t)Rt_all);
+        rrows = grow(ep, B_RECV_ROWS, rowb * (size_t)Rt_all);
+        size_t slots = (size_t)Rt_all * (size_t)kmax;
+        bool ok = grow(ep, B_IDS, sizeof(int32_t) * slots) &&
+                  grow(ep, B_WTS, sizeof(float) * slots) &&
+                  grow(ep, B_PAIR_OUT, sizeof(int32_t) * slots) &&
                   grow(ep, B_Y, sizeof(float) * H * (size_t)R_all) &&
                   grow(ep, B_BACK, sizeof(float) * H * (size_t)P_all) &&
-                  grow(ep, B_ACC, acc_bytes(H) + sizeof(float *) * (size_t)top_k);
+                  grow(ep, B_ACC, acc_bytes(H) + sizeof(float *) * (size_t)top_k) &&
+                  grow(ep, B_FILL, sizeof(int64_t) * 2 * (size_t)S);
         if (!smeta || !srows || !rmeta || !rrows || !ok) {
             st = moeq__error(&le, MOEQ_STATUS_NOMEM,
-                             "%s: out of memory for %lld rows sent and %lld received", ep_name(ep),
-                             (long long)P_all, (long long)R_all);
+                             "%s: out of memory for %lld tokens sent and %lld received",
+                             ep_name(ep), (long long)T_all, (long long)Rt_all);
         }
     }
     if (st == MOEQ_STATUS_OK) {
-        /* Each pair's slot: destinations in rank order, pairs in (token, k) order. */
-        int64_t *fill = a; /* reused: P prefix sums */
-        int64_t off = 0;
+        /* Slots: destinations in rank order, tokens in order; a pair's place in
+         * the outputs coming back: its destination's pairs in (token, k) order. */
+        int64_t *tfill = ep->buf[B_FILL].p, *pfill = tfill + S;
+        int64_t *seen = ep->buf[B_SEEN].p; /* the token's slot for rank r, or -1 */
+        int64_t toff = 0, poff = 0;
         for (int32_t r = 0; r < S; r++) {
-            fill[r] = off;
-            off += P[r];
+            tfill[r] = toff;
+            pfill[r] = poff;
+            toff += c.Tk[r];
+            poff += c.P[r];
         }
         int32_t *pos = ep->buf[B_POS].p;
-        for (size_t p = 0; p < pairs; p++) {
-            int32_t id = ids[p];
-            if (id < 0) {
-                pos[p] = -1;
-                continue;
+        for (int64_t t = 0; t < tokens; t++) {
+            for (int32_t r = 0; r < S; r++) seen[r] = -1;
+            for (int32_t j = 0; j < top_k; j++) {
+                const size_t p = (size_t)t * (size_t)top_k + (size_t)j;
+                const int32_t id = ids[p];
+                if (id < 0) {
+                    pos[p] = -1;
+                    continue;
+                }
+                const int32_t r = ep->owner[id];
+                if (seen[r] < 0) {
+                    seen[r] = tfill[r]++;
+                    ep_meta *m = smeta + (size_t)seen[r] * (size_t)kmax;
+                    for (int32_t q = 0; q < kmax; q++) {
+                        m[q].id = -1;
+                        m[q].w = 0.0f;
+                    }
+                    memcpy(srows + (size_t)seen[r] * rowb, (const uint8_t *)x + (size_t)t * rowb,
+                           rowb);
+                }
+                ep_meta *m = smeta + (size_t)seen[r] * (size_t)kmax;
+                int32_t q = 0;
+                while (m[q].id >= 0) q++; /* at most top_k <= kmax pairs per rank */
+                m[q].id = id;
+                m[q].w = weights[p];
+                pos[p] = (int32_t)pfill[r]++;
             }
-            int64_t s = fill[ep->owner[id]]++;
-            pos[p] = (int32_t)s;
-            smeta[s].id = id;
-            smeta[s].w = weights[p];
-            memcpy(srows + (size_t)s * rowb, (const uint8_t *)x + (p / (size_t)top_k) * rowb, rowb);
         }
     }
     /* The largest buffer an exchange touches on this rank, in KiB: every
      * count and displacement must stay below 2^31 bytes (MPI's int). */
-    int64_t most = (P_all > R_all ? P_all : R_all) *
-                   (int64_t)(rowb > H * sizeof(float) ? rowb : H * sizeof(float));
+    int64_t most = (T_all > Rt_all ? T_all : Rt_all) * (int64_t)(rowb > metab ? rowb : metab);
+    int64_t most_y = (P_all > R_all ? P_all : R_all) * (int64_t)(H * sizeof(float));
+    most = most > most_y ? most : most_y;
     int64_t kib = (most + 1023) / 1024;
-    int32_t mm[2] = {mmax, kib > INT32_MAX ? INT32_MAX : (int32_t)kib};
-    st = agree(ep, st, &le, mm, 2, "dispatch", err);
-    if (st != MOEQ_STATUS_OK) goto out_heap;
-    mmax = mm[0];
-    if ((int64_t)mm[1] * 1024 > INT32_MAX) {
+    int32_t v2[2] = {mmax, kib > INT32_MAX ? INT32_MAX : (int32_t)kib};
+    st = agree(ep, st, &le, v2, 2, "dispatch", err);
+    if (st != MOEQ_STATUS_OK) goto out;
+    mmax = v2[0];
+    if ((int64_t)v2[1] * 1024 > INT32_MAX) {
         st = moeq__error(err, MOEQ_STATUS_LIMIT,
                          "%s: expert parallelism: a rank would exchange %lld MiB in one "
                          "alltoallv, over the 2 GiB a call may move; split the batch",
-                         ep_name(ep), (long long)mm[1] / 1024);
-        goto out_heap;
+                         ep_name(ep), (long long)v2[1] / 1024);
+        goto out;
     }
     {
         int64_t so = 0, ro = 0;
         for (int32_t r = 0; r < S; r++) {
-            a[r] = P[r] * (int64_t)sizeof(ep_meta);
-            a[S + r] = so * (int64_t)sizeof(ep_meta);
-            a[2 * S + r] = R[r] * (int64_t)sizeof(ep_meta);
-            a[3 * S + r] = ro * (int64_t)sizeof(ep_meta);
-            so += P[r];
-            ro += R[r];
+            a[r] = c.Tk[r] * (int64_t)metab;
+            a[S + r] = so * (int64_t)metab;
+            a[2 * S + r] = c.Rt[r] * (int64_t)metab;
+            a[3 * S + r] = ro * (int64_t)metab;
+            so += c.Tk[r];
+            ro += c.Rt[r];
         }
     }
     st = c_alltoallv(ep, smeta, rmeta, a, "expert ids and weights", err);
-    if (st != MOEQ_STATUS_OK) goto out_heap;
-    for (int32_t r = 0; r < 4 * S; r++) a[r] = a[r] / (int64_t)sizeof(ep_meta) * (int64_t)rowb;
+    if (st != MOEQ_STATUS_OK) goto out;
+    for (int32_t r = 0; r < 4 * S; r++) a[r] = a[r] / (int64_t)metab * (int64_t)rowb;
     st = c_alltoallv(ep, srows, rrows, a, "token rows", err);
-    if (st != MOEQ_STATUS_OK) goto out_heap;
+    if (st != MOEQ_STATUS_OK) goto out;
 
-    /* 3. the local experts */
-    int32_t *rid = ep->buf[B_IDS].p;
+    /* 3. the local experts: each received token with its kmax slots; a slot's
+     * output row is its place among the slots in use, in order (per source,
+     * the order its pairs come back in) */
+    int32_t *rid = ep->buf[B_IDS].p, *pair_out = ep->buf[B_PAIR_OUT].p;
     float *rw = ep->buf[B_WTS].p, *Y = ep->buf[B_Y].p;
-    for (int64_t i = 0; i < R_all; i++) {
-        rid[i] = rmeta[i].id;
-        rw[i] = rmeta[i].w;
+    {
+        const size_t slots = (size_t)Rt_all * (size_t)kmax;
+        int32_t next = 0;
+        for (size_t q = 0; q < slots; q++) {
+            rid[q] = rmeta[q].id;
+            rw[q] = rmeta[q].w;
+            pair_out[q] = rid[q] < 0 ? -1 : next++;
+        }
+        st = next == R_all
+                 ? MOEQ_STATUS_OK
+                 : moeq__error(&le, MOEQ_STATUS_INTERNAL, "%s: %d pairs arrived, %lld announced",
+                               ep_name(ep), (int)next, (long long)R_all);
     }
-    st = moeq__moe_apply_rows(ep->layer, ctx, x_dtype, rrows, R_all, rid, rw, mmax, Y, &le);
+    if (st == MOEQ_STATUS_OK) {
+        st = moeq__moe_apply_rows(ep->layer, ctx, x_dtype, rrows, Rt_all, kmax, rid, rw, pair_out,
+                                  mmax, Y, &le);
+    }
     st = agree(ep, st, &le, NULL, 0, "experts", err);
-    if (st != MOEQ_STATUS_OK) goto out_heap;
+    if (st != MOEQ_STATUS_OK) goto out;
     {
         int64_t so = 0, ro = 0;
         const int64_t yb = (int64_t)(H * sizeof(float));
         for (int32_t r = 0; r < S; r++) {
-            a[r] = R[r] * yb; /* back to where the rows came from */
+            a[r] = c.R[r] * yb; /* back to where the pairs came from */
             a[S + r] = ro * yb;
-            a[2 * S + r] = P[r] * yb;
+            a[2 * S + r] = c.P[r] * yb;
             a[3 * S + r] = so * yb;
-            so += P[r];
-            ro += R[r];
+            so += c.P[r];
+            ro += c.R[r];
         }
     }
     float *back = ep->buf[B_BACK].p;
     st = c_alltoallv(ep, Y, back, a, "expert outputs", err);
-    if (st != MOEQ_STATUS_OK) goto out_heap;
+    if (st != MOEQ_STATUS_OK) goto out;
 
     /* 4. combine, in k order */
     {
@@ -718,9 +779,10 @@ static moeq_status apply_impl(moeq_ep *ep, moeq_ctx *ctx, moeq_status pre, moeq_
     ep->stats.calls++;
     ep->stats.pairs_sent += (uint64_t)P_all;
     ep->stats.pairs_received += (uint64_t)R_all;
-out_heap:
-    moeq__free(heap);
+    ep->stats.tokens_sent += (uint64_t)T_all;
+    ep->stats.tokens_received += (uint64_t)Rt_all;
 out:
+    moeq__free(heap);
     /* compute: the call's time outside the comm's calls */
     ep->stats.compute_s += (now_s() - t0) - (ep->stats.comm_s - comm0);
     return st;

@@ -34,6 +34,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -85,11 +86,6 @@ typedef struct ep_meta {
     float w;
 } ep_meta;
 
-/* A failing rank's status and message, as sent to the others. */
-typedef struct ep_msg {
-    int32_t code;
-    char message[MOEQ_ERROR_MESSAGE_SIZE];
-} ep_msg;
 
 static double now_s(void) {
     struct timespec t;
@@ -240,42 +236,41 @@ static moeq_status agree(moeq_ep *ep, moeq_status local, const moeq_error *local
     for (int32_t i = 0; i < n_extra; i++) extra[i] = vals[2 + i];
     if (vals[0] == MOEQ_STATUS_OK) return MOEQ_STATUS_OK;
     const int32_t failed = ep->size - vals[1];
-    /* The failing rank sends its status and message to every other rank. */
-    ep_msg msg;
-    memset(&msg, 0, sizeof msg);
-    if (ep->rank == failed) {
-        msg.code = (int32_t)local;
-        if (local_err) memcpy(msg.message, local_err->message, sizeof msg.message);
-        msg.message[sizeof msg.message - 1] = '\0';
+    /* The failing rank's status and message reach the others through more
+     * all-reduces (max, the others giving INT32_MIN: the result is exactly
+     * its value), 64 bytes a round: no buffer to allocate, nothing but the
+     * all-reduce that just worked.  Round 0: status and length. */
+    const bool me = ep->rank == failed;
+    char text[MOEQ_ERROR_MESSAGE_SIZE];
+    memset(text, 0, sizeof text);
+    if (me && local_err) snprintf(text, sizeof text, "%s", local_err->message);
+    int32_t w[16];
+    for (int i = 0; i < 16; i++) w[i] = INT32_MIN;
+    if (me) {
+        w[0] = (int32_t)local;
+        w[1] = (int32_t)strlen(text);
     }
-    int64_t a[4 * EP_MAX_REDUCE];
-    int64_t *a_heap = NULL, *ap = a;
-    if (ep->size > EP_MAX_REDUCE) {
-        a_heap = moeq__calloc((size_t)ep->size * 4, sizeof(int64_t));
-        if (!a_heap) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory");
-        ap = a_heap;
-    }
-    for (int32_t r = 0; r < ep->size; r++) {
-        ap[r] = ep->rank == failed && r != failed ? (int64_t)sizeof msg : 0;
-        ap[ep->size + r] = 0;
-        ap[2 * ep->size + r] = r == failed && ep->rank != failed ? (int64_t)sizeof msg : 0;
-        ap[3 * ep->size + r] = 0;
-    }
-    ep_msg got;
-    memset(&got, 0, sizeof got);
-    st = c_alltoallv(ep, &msg, &got, ap, "an error message", err);
-    moeq__free(a_heap);
+    st = c_allreduce(ep, w, 2, MOEQ_EP_REDUCE_MAX, err);
     if (st != MOEQ_STATUS_OK) return st;
-    if (ep->rank == failed) {
+    const int32_t code = w[0];
+    const size_t len = w[1] > 0 && (size_t)w[1] < sizeof text ? (size_t)w[1] : 0;
+    for (size_t off = 0; off < len; off += sizeof w) {
+        for (int i = 0; i < 16; i++) w[i] = INT32_MIN;
+        if (me) memcpy(w, text + off, sizeof w); /* text is zero-padded past len */
+        st = c_allreduce(ep, w, 16, MOEQ_EP_REDUCE_MAX, err);
+        if (st != MOEQ_STATUS_OK) return st;
+        if (!me) memcpy(text + off, w, off + sizeof w <= sizeof text ? sizeof w : sizeof text - off);
+    }
+    if (me) {
         if (err && local_err) *err = *local_err;
         if (err) err->code = (int32_t)local;
         return local;
     }
-    got.message[sizeof got.message - 1] = '\0';
-    moeq_status code = got.code > 0 && got.code < MOEQ_STATUS_COUNT_ ? (moeq_status)got.code
-                                                                     : MOEQ_STATUS_INTERNAL;
-    return moeq__error(err, code, "%s: expert parallelism, %s: rank %d of %d failed: %s",
-                       ep_name(ep), phase, (int)failed, (int)ep->size, got.message);
+    text[len] = '\0';
+    moeq_status status = code > 0 && code < MOEQ_STATUS_COUNT_ ? (moeq_status)code
+                                                               : MOEQ_STATUS_INTERNAL;
+    return moeq__error(err, status, "%s: expert parallelism, %s: rank %d of %d failed: %s",
+                       ep_name(ep), phase, (int)failed, (int)ep->size, text);
 }
 
 /* ---- create, load, destroy -------------------------------------------------------------- */

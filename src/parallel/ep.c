@@ -449,7 +449,7 @@ moeq_status moeq_ep_agree(moeq_ep *ep, moeq_status local, moeq_error *err) {
         if (err && err->code == (int32_t)local) {
             le = *err; /* the host's own message */
         } else {
-            moeq__error(&le, local, "%s", moeq_status_str(local));
+            moeq__error(&le, local, "%s", moeq_status_str((int32_t)local));
         }
     }
     return agree(ep, local, &le, NULL, 0, "host step", err);

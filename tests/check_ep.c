@@ -721,6 +721,92 @@ START_TEST(test_bad_argument_on_one_rank_fails_everyone) {
 }
 END_TEST
 
+/* A host's own loading step failing on one rank (a tensor of the wrong
+ * shape: moeq_ep_agree stands in for moeq_ep_finalize there), and routing
+ * failing on one rank (a NaN logit in moeq_ep_apply_logits): every rank
+ * returns that rank's status, with its message. */
+START_TEST(test_host_step_and_routing_failures) {
+    enum { E = 8, H = 64, I = 32, T = 12, K = 2, SIZE = 2 };
+    moeq_test_layer tl;
+    moeq_test_layer_make(&tl, &k_test_schemes[MOEQ_SCHEME_WNA16], E, H, I, 8);
+    tensor_list tens = make_tensors(&tl);
+    /* rank 1's copy of the list: one of its tensors one row short */
+    moeq_tensor *bad = malloc(sizeof *bad * tens.n);
+    memcpy(bad, tens.views, sizeof *bad * tens.n);
+    size_t victim = tens.n;
+    for (size_t i = 0; i < tens.n; i++) {
+        if (strstr(bad[i].name, ".7.down_proj.") && bad[i].ndim == 2 && bad[i].shape[0] > 1) {
+            victim = i;
+            break;
+        }
+    }
+    ck_assert_uint_lt(victim, tens.n);
+    bad[victim].shape[0]--;
+    bad[victim].nbytes -= bad[victim].nbytes / (uint64_t)(bad[victim].shape[0] + 1);
+    moeq_ctx_options co = {1, 0};
+    batch b = make_batch(T, K, E, H, MOEQ_DTYPE_F32, 31);
+    void *got = calloc((size_t)T * H, sizeof(float));
+    ep_world w;
+    ep_world_init(&w, SIZE);
+    rank_job jobs[EP_THREADS_MAX];
+    memset(jobs, 0, sizeof jobs);
+    int64_t counts[SIZE] = {6, 6};
+    split_jobs(&b, counts, SIZE, got, jobs);
+    for (int32_t q = 0; q < SIZE; q++) {
+        jobs[q].mc = &tl.mc;
+        jobs[q].tensors = q == 1 ? bad : tens.views;
+        jobs[q].n_tensors = tens.n;
+        jobs[q].co = co;
+    }
+    run_ranks(&w, jobs, SIZE);
+    ck_assert(!w.broken);
+    for (int32_t q = 0; q < SIZE; q++) {
+        ck_assert_msg(jobs[q].st_load == MOEQ_STATUS_SHAPE, "rank %d: %s", (int)q,
+                      jobs[q].err_load.message);
+        ck_assert_ptr_nonnull(strstr(jobs[q].err_load.message, ".7.down_proj."));
+    }
+    ck_assert_ptr_nonnull(strstr(jobs[0].err_load.message, "rank 1 of 2 failed"));
+    ep_world_destroy(&w);
+
+    /* routing from logits, one NaN on rank 0 */
+    moeq_route_config route;
+    memset(&route, 0, sizeof route);
+    route.num_experts = E;
+    route.top_k = K;
+    route.renormalize = 1;
+    float *logits = malloc(sizeof(float) * T * E);
+    for (int i = 0; i < T * E; i++) logits[i] = (float)(i % 7) * 0.25f;
+    logits[3 * E + 2] = NAN;
+    ep_world_init(&w, SIZE);
+    memset(jobs, 0, sizeof jobs);
+    split_jobs(&b, counts, SIZE, got, jobs);
+    for (int32_t q = 0; q < SIZE; q++) {
+        jobs[q].mc = &tl.mc;
+        jobs[q].tensors = tens.views;
+        jobs[q].n_tensors = tens.n;
+        jobs[q].co = co;
+        jobs[q].route = &route;
+        jobs[q].logits = logits + (size_t)q * 6 * E;
+    }
+    run_ranks(&w, jobs, SIZE);
+    ck_assert(!w.broken);
+    for (int32_t q = 0; q < SIZE; q++) {
+        ck_assert_int_eq(jobs[q].st_load, MOEQ_STATUS_OK);
+        ck_assert_msg(jobs[q].st_apply == MOEQ_STATUS_INVALID_ARG, "rank %d: %s", (int)q,
+                      jobs[q].err_apply.message);
+        ck_assert_ptr_nonnull(strstr(jobs[q].err_apply.message, "routing"));
+    }
+    ck_assert_ptr_nonnull(strstr(jobs[1].err_apply.message, "rank 0 of 2 failed"));
+    ep_world_destroy(&w);
+    free(logits);
+    free(got);
+    free(bad);
+    free_batch(&b);
+    free_tensors(&tens);
+    moeq_test_layer_free(&tl);
+}
+END_TEST
+
 /* create refuses what it cannot run, on every rank alike. */
 START_TEST(test_create_errors) {
     enum { E = 4, H = 64, I = 32 };
@@ -804,6 +890,7 @@ static Suite *ep_suite(void) {
     tcase_add_test(tc, test_checkpoint_each_rank_loads_its_experts);
     tcase_add_test(tc, test_rank_that_fails_to_load_fails_everyone);
     tcase_add_test(tc, test_bad_argument_on_one_rank_fails_everyone);
+    tcase_add_test(tc, test_host_step_and_routing_failures);
     tcase_add_test(tc, test_create_errors);
     suite_add_tcase(s, tc);
     return s;

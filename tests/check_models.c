@@ -177,7 +177,7 @@ static void write_text(const char *path, const char *text) {
     ck_assert_int_eq(fclose(f), 0);
 }
 
-static void build(const family_case *c, model *m) {
+static void build(const family_case *c, const char *quant, model *m) {
     moeq_error err;
     ck_assert_ok(moeq_model_family(c->model_type, &m->fam, &err), &err);
     moeq_test_mkdtemp(m->dir, sizeof m->dir, "moeq_models");
@@ -189,7 +189,7 @@ static void build(const family_case *c, model *m) {
     snprintf(cfg_json, sizeof cfg_json,
              "{\"model_type\": \"%s\", \"architectures\": [\"X\"], \"hidden_size\": %d, "
              "\"num_hidden_layers\": 2, \"dtype\": \"bfloat16\", %s, %s}",
-             c->model_type, H_, c->extra_keys, k_quant);
+             c->model_type, H_, c->extra_keys, quant);
     char path[160];
     snprintf(path, sizeof path, "%s/config.json", m->dir);
     write_text(path, cfg_json);
@@ -351,7 +351,30 @@ static void route(const family_case *c, const model *m, const double *logits, in
     for (int j = 0; j < k; j++) w[j] *= c->scale;
 }
 
-static void forward(const family_case *c, const model *m, const float *x, double *out) {
+/* E4M3 (finite, max 448) nearest-even rounding of v, for fake-quantized inputs. */
+static double e4m3(double v) {
+    double a = fabs(v);
+    if (a == 0) return 0;
+    int ex;
+    frexp(a, &ex);             /* a = f * 2^ex, f in [0.5, 1) */
+    int e = ex - 1;            /* a in [2^e, 2^(e+1)) */
+    if (e < -6) e = -6;        /* subnormals: step 2^-9 */
+    double step = ldexp(1.0, e - 3);
+    double q = nearbyint(a / step) * step; /* the FPU rounds to nearest even */
+    return copysign(fmin(q, 448.0), v);
+}
+
+/* Dynamic per-token FP8 as the engines do it: scale = amax / 448 per row. */
+static void fp8_row(double *v, int n) {
+    double amax = 0;
+    for (int i = 0; i < n; i++) amax = fmax(amax, fabs(v[i]));
+    if (amax == 0) return;
+    const double s = (double)(float)(amax / 448.0);
+    for (int i = 0; i < n; i++) v[i] = e4m3(v[i] / s) * s;
+}
+
+static void forward(const family_case *c, const model *m, const float *x, bool fp8_inputs,
+                    double *out) {
     const bool oai = m->fam.activation == MOEQ_ACT_SWIGLUOAI;
     for (int t = 0; t < T_; t++) {
         const float *xt = x + t * H_;
@@ -371,12 +394,14 @@ static void forward(const family_case *c, const model *m, const float *x, double
             /* Llama 4 scales the expert's input, not its output */
             const double in_scale = c->algo == TOPK_SIGMOID ? w[j] : 1.0;
             const double out_scale = c->algo == TOPK_SIGMOID ? 1.0 : w[j];
-            double a[I_];
+            double xin[H_], a[I_];
+            for (int h = 0; h < H_; h++) xin[h] = in_scale * xt[h];
+            if (fp8_inputs) fp8_row(xin, H_);
             for (int i = 0; i < I_; i++) {
                 double g = m->b[e][0][i], u = m->b[e][1][i];
                 for (int h = 0; h < H_; h++) {
-                    g += in_scale * xt[h] * m->w[e][0][i * H_ + h];
-                    u += in_scale * xt[h] * m->w[e][1][i * H_ + h];
+                    g += xin[h] * m->w[e][0][i * H_ + h];
+                    u += xin[h] * m->w[e][1][i * H_ + h];
                 }
                 if (oai) { /* GptOssExperts._apply_gate */
                     g = fmin(g, 7.0);
@@ -386,6 +411,7 @@ static void forward(const family_case *c, const model *m, const float *x, double
                     a[i] = g * sigm(g) * u;
                 }
             }
+            if (fp8_inputs) fp8_row(a, I_);
             for (int h = 0; h < H_; h++) {
                 double y = m->b[e][2][h];
                 for (int i = 0; i < I_; i++) y += a[i] * m->w[e][2][h * I_ + i];
@@ -408,10 +434,13 @@ static int run_tool(const char *args, char *out, size_t cap) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-START_TEST(test_family_checkpoint) {
-    const family_case *c = &k_cases[_i];
+/* Builds family c's checkpoint with quantization_config `quant`, runs it,
+ * and compares with the family's forward within tol relative; `scheme` is
+ * the scheme moeq run must print (NULL: any). */
+static void check_family(const family_case *c, const char *quant, const char *scheme,
+                         bool fp8_inputs, double tol) {
     static model m;
-    build(c, &m);
+    build(c, quant, &m);
     static float x[T_ * H_];
     for (int i = 0; i < T_ * H_; i++) x[i] = normal(1.0);
     char xin[160], yout[160], msg[256];
@@ -431,13 +460,17 @@ START_TEST(test_family_checkpoint) {
     snprintf(want, sizeof want, "model: %s;", c->model_type);
     ck_assert_msg(strstr(text, want) != NULL, "%s:\n%s", c->model_type, text);
     ck_assert_msg(strstr(text, "the router weight") != NULL, "%s:\n%s", c->model_type, text);
+    if (scheme) {
+        ck_assert_msg(strstr(text, scheme) != NULL, "%s: not %s:\n%s", c->model_type, scheme,
+                      text);
+    }
 
     npy_array y = {0};
     ck_assert_int_eq(npy_read(yout, &y, msg, sizeof msg), 0);
     ck_assert_int_eq(y.shape[0], T_);
     ck_assert_int_eq(y.shape[1], H_);
     static double ref[T_ * H_];
-    forward(c, &m, x, ref);
+    forward(c, &m, x, fp8_inputs, ref);
     double max_err = 0, max_ref = 0;
     for (int i = 0; i < T_ * H_; i++) {
         max_err = fmax(max_err, fabs((double)((float *)y.data)[i] - ref[i]));
@@ -445,9 +478,47 @@ START_TEST(test_family_checkpoint) {
     }
     npy_free(&y);
     ck_assert_msg(max_ref > 1e-3, "%s: a zero reference proves nothing", c->model_type);
-    ck_assert_msg(max_err <= 1e-3 * max_ref, "%s: max error %g of max |ref| %g:\n%s",
+    ck_assert_msg(max_err <= tol * max_ref, "%s: max error %g of max |ref| %g:\n%s",
                   c->model_type, max_err, max_ref, text);
     moeq_test_rmtree(m.dir);
+}
+
+START_TEST(test_family_checkpoint) {
+    check_family(&k_cases[_i], k_quant, "wna16", false, 1e-3);
+}
+END_TEST
+
+/* GPT-OSS's expert biases are parameters of every scheme its checkpoints
+ * are quantized with: weight-only int4, FP8, NVFP4 and MXFP4, and FP8 with
+ * dynamic per-token FP8 inputs (quantized in the float64 forward as the
+ * engines do: amax / 448 per row; 1e-2 for a value next to a rounding
+ * boundary landing one E4M3 step apart). */
+#define OSS_QUANT(groups, format)                                                            \
+    "\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"" format \
+    "\", \"quantization_status\": \"compressed\", \"config_groups\": {" groups "}, "          \
+    "\"ignore\": [\"lm_head\", \"re:.*router.*\"]}"
+
+static const struct {
+    const char *quant, *scheme;
+    bool fp8_inputs;
+    double tol;
+} k_oss[] = {
+    {OSS_QUANT("\"group_0\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, "
+               "\"type\": \"float\", \"symmetric\": true, \"strategy\": \"channel\"}}",
+               "float-quantized"),
+     "w8a16_fp8", false, 1e-3},
+    {OSS_QUANT("\"NVFP4A16\": [\"Linear\"]", "nvfp4-pack-quantized"), "w4a16_nvfp4", false, 1e-3},
+    {OSS_QUANT("\"MXFP4A16\": [\"Linear\"]", "mxfp4-pack-quantized"), "w4a16_mxfp4", false, 1e-3},
+    {OSS_QUANT("\"FP8_DYNAMIC\": [\"Linear\"]", "float-quantized"), "w8a8_fp8", true, 1e-2},
+};
+
+START_TEST(test_gpt_oss_schemes) {
+    const family_case *c = NULL;
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        if (strcmp(k_cases[i].model_type, "gpt_oss") == 0) c = &k_cases[i];
+    }
+    ck_assert_ptr_nonnull(c);
+    check_family(c, k_oss[_i].quant, k_oss[_i].scheme, k_oss[_i].fp8_inputs, k_oss[_i].tol);
 }
 END_TEST
 
@@ -620,6 +691,7 @@ static Suite *models_suite(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_family_checkpoint, 0,
                         (int)(sizeof k_cases / sizeof k_cases[0]));
+    tcase_add_loop_test(tc, test_gpt_oss_schemes, 0, (int)(sizeof k_oss / sizeof k_oss[0]));
     tcase_add_test(tc, test_non_gated_refused);
     tcase_add_test(tc, test_reading_keys);
     tcase_add_test(tc, test_bad_values);

@@ -5,7 +5,7 @@
  * exact tensor in the right list; the JSON shape; the `moeq inspect` exit codes.
  */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "kernels.h"
 
 #include <stdarg.h>

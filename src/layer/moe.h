@@ -183,7 +183,7 @@ struct moeq_ctx {
     size_t scratch_cap;
 };
 
-/* Grow-only scratch: at least n bytes, valid until the next call. */
+/* Grow-only scratch (moe_ctx.c): at least n bytes, valid until the next call. */
 void *moeq__ctx_scratch(moeq_ctx *c, size_t n);
 
 /* The generic apply slot (moe_apply.c): the fast path (moe_fast.c) unless
@@ -191,7 +191,7 @@ void *moeq__ctx_scratch(moeq_ctx *c, size_t n);
 moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io, moeq_error *err);
 moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_error *err);
 
-/* Shared by both forwards (moe_apply.c). */
+/* Shared by both forwards (moe_act.c). */
 void moeq__act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,
                           float tensor_scale, float act_scale, void *codes, float *scales);
 void moeq__gated_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,

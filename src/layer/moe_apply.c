@@ -1,6 +1,7 @@
 /*
- * moe_apply.c - the MoE forward pass: argument checks, the per-thread
- * context, and the generic apply every scheme's apply slot uses:
+ * moe_apply.c - the MoE forward pass: argument checks and the generic apply
+ * every scheme's apply slot uses (the context is moe_ctx.c's, the pieces
+ * shared with moe_fast.c are moe_act.c's):
  *
  *   1. x -> f32; each (token, k) pair whose expert is held here becomes a row,
  *      grouped by expert;
@@ -17,67 +18,10 @@
  * would be without it.  moeq_moe_apply_reference follows the same rule.
  */
 #include "layer/moe.h"
-#include "common/pool.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-
-/* ---- context ----------------------------------------------------------------- */
-
-moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out, moeq_error *err) {
-    if (out) *out = NULL;
-    if (!out) return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "out is NULL");
-    int32_t threads = opts ? opts->threads : 0;
-    if (threads < 0 || threads > 256) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "threads is %d; use 0..256", (int)threads);
-    }
-    const int kern_cap = moeq__kern_env_cap();
-    if (kern_cap < 0) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
-                           "MOEQ_KERNELS is '%s'; use portable, avx2 or avx512 (or unset it)",
-                           getenv("MOEQ_KERNELS"));
-    }
-    moeq_ctx *c = moeq__calloc(1, sizeof *c);
-    if (!c) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory creating a context");
-    c->threads = threads ? threads : 1;
-    const char *env = getenv("MOEQ_FORCE_REF");
-    c->force_ref = (opts && opts->force_ref) || (env && env[0] == '1');
-    c->kern = moeq__kern_level(kern_cap);
-    moeq_status st = MOEQ_STATUS_OK;
-    if (!c->force_ref && c->threads > 1) {
-        c->pool = moeq__pool_create(c->threads, &st);
-        if (!c->pool) {
-            moeq__free(c);
-            return moeq__error(err, st, "could not start %d threads for a context",
-                               (int)threads);
-        }
-    }
-    *out = c;
-    return MOEQ_STATUS_OK;
-}
-
-void moeq_ctx_destroy(moeq_ctx *c) {
-    if (!c) return;
-    moeq__pool_destroy(c->pool);
-    moeq__free(c->scratch);
-    moeq__free(c);
-}
-
-const char *moeq_ctx_kernels(const moeq_ctx *ctx) {
-    if (!ctx) return NULL;
-    return ctx->force_ref ? "reference" : ctx->kern->name;
-}
-
-void *moeq__ctx_scratch(moeq_ctx *c, size_t n) {
-    if (n <= c->scratch_cap) return c->scratch;
-    void *p = moeq__realloc(c->scratch, n);
-    if (!p) return NULL;
-    c->scratch = p;
-    c->scratch_cap = n;
-    return p;
-}
 
 /* ---- the public entry point ---------------------------------------------------- */
 
@@ -166,58 +110,6 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
 
 /* ---- activation quantization ----------------------------------------------------- */
 
-/* Quantizes rows [0, m) of x (k columns) as the layer's scheme does and writes
- * the dequantized values back in place.  `tensor_scale` is the per-call scale
- * of the TENSOR kinds; `act_scale` the static scale or NVFP4 global scale.
- * codes/scales: scratch of at least m*k bytes and m*ceil(k/16) floats. */
-void moeq__act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,
-                          float tensor_scale, float act_scale, void *codes, float *scales) {
-    switch (kind) {
-        case MOEQ__ACT_NONE: return;
-        case MOEQ__ACT_INT8_TOKEN:
-            moeq__actq_int8_token_ref(x, m, k, codes, scales);
-            moeq__actdq_int8_ref(codes, m, k, scales, 1, k, NULL, x);
-            return;
-        case MOEQ__ACT_INT8_TENSOR:
-        case MOEQ__ACT_INT8_STATIC: {
-            float s = kind == MOEQ__ACT_INT8_STATIC ? act_scale : tensor_scale;
-            moeq__actq_int8_static_ref(x, m * k, s, 0, codes);
-            moeq__actdq_int8_ref(codes, m, k, &s, 0, k, NULL, x);
-            return;
-        }
-        case MOEQ__ACT_FP8_TOKEN:
-            moeq__actq_fp8_token_ref(x, m, k, codes, scales);
-            moeq__actdq_fp8_ref(codes, m, k, scales, 1, k, x);
-            return;
-        case MOEQ__ACT_FP8_TENSOR:
-        case MOEQ__ACT_FP8_STATIC: {
-            float s = kind == MOEQ__ACT_FP8_STATIC ? act_scale : tensor_scale;
-            moeq__actq_fp8_static_ref(x, m * k, s, codes);
-            moeq__actdq_fp8_ref(codes, m, k, &s, 0, k, x);
-            return;
-        }
-        case MOEQ__ACT_FP8_GROUP: {
-            size_t gs = (size_t)group, ng = (k + gs - 1) / gs;
-            moeq__actq_fp8_group_ref(x, m, k, gs, codes, scales);
-            moeq__actdq_fp8_ref(codes, m, k, scales, ng, gs, x);
-            return;
-        }
-        case MOEQ__ACT_NVFP4: {
-            uint8_t *sf = (uint8_t *)codes + m * k;
-            moeq__actq_nvfp4_ref(x, m, k, act_scale, codes, sf);
-            moeq__actdq_nvfp4_ref(codes, m, k, sf, act_scale, x);
-            return;
-        }
-        case MOEQ__ACT_MXFP4: {
-            uint8_t *e = (uint8_t *)codes + m * k;
-            moeq__actq_mxfp4_ref(x, m, k, codes, e);
-            moeq__actdq_mxfp4_ref(codes, m, k, e, x);
-            return;
-        }
-        default: return;
-    }
-}
-
 /* The per-call scale of the dynamic per-tensor kinds from the amax of the
  * rows that take part. */
 static float tensor_scale_from(int32_t kind, float amax) {
@@ -267,50 +159,6 @@ static void matmul_ref(const moeq__qweight *w, const float *a, size_t n, float *
             }
         }
     }
-}
-
-static float silu(float x) {
-    return x / (1.0f + expf(-x));
-}
-
-static float gelu(float x) {
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-
-static float gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
-
-/* a[j] = act(gate[j], up[j]). */
-void moeq__gated_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,
-                     size_t n) {
-    float lim = c->swiglu_limit;
-    for (size_t j = 0; j < n; j++) {
-        float g = gate[j], u = up[j];
-        switch (c->activation) {
-            case MOEQ_ACT_SILU:
-                if (lim > 0) {
-                    g = fminf(g, lim);
-                    u = fminf(fmaxf(u, -lim), lim);
-                }
-                a[j] = silu(g) * u;
-                break;
-            case MOEQ_ACT_GELU: a[j] = gelu(g) * u; break;
-            case MOEQ_ACT_GELU_TANH: a[j] = gelu_tanh(g) * u; break;
-            default: { /* SWIGLUOAI */
-                float L = lim > 0 ? lim : 7.0f;
-                g = fminf(g, L);
-                u = fminf(fmaxf(u, -L), L);
-                a[j] = g / (1.0f + expf(-c->swiglu_alpha * g)) * (u + 1.0f);
-            }
-        }
-    }
-}
-
-/* Activation codes of up to `rows` rows of `cols` values: one byte each
- * (int8/FP8), or half a byte plus a scale byte per 16 (FP4). */
-size_t moeq__act_codes_bound(size_t rows, size_t cols) {
-    return rows * (cols + cols / 16 + 2) + 64;
 }
 
 /* ---- the generic forward ------------------------------------------------------------ */

@@ -40,7 +40,7 @@ typedef struct moeq__scheme {
  *     if (w->num_bits != 4) return moeq__reject(why, n, "weights are int%d", ...); */
 bool moeq__reject(char *why, size_t why_size, const char *fmt, ...) MOEQ__PRINTF(3, 4);
 
-/* Shared predicate pieces (registry.c); each writes a reason when false. */
+/* Shared predicate pieces (predicates.c); each writes a reason when false. */
 bool moeq__need_weights(const moeq__select_in *in, char *why, size_t n);
 bool moeq__need_no_inputs(const moeq__select_in *in, char *why, size_t n);
 /* Weights of `type` with a bit width in [min_bits, max_bits]. */

@@ -6,7 +6,7 @@
 #ifndef MOEQ_MOE_PARAMS_H
 #define MOEQ_MOE_PARAMS_H
 
-#include "layer/moe.h"
+#include "layer/scheme_kit.h"
 
 /* True when packed ints use the <= 0.17 word layout. */
 bool moeq__moe_legacy_packing(const moeq_moe *l);

@@ -98,7 +98,7 @@ struct moeq_moe {
     uint8_t *pk_arena; /* the packed projections' codes and scales (moe_pack.c) */
 };
 
-/* ---- for schemes: building the manifest ----------------------------------- */
+/* ---- for schemes: building the manifest (moe_manifest.c) ------------------- */
 
 /* Dimensions schemes size their parameters with. */
 typedef struct moeq__dims {
@@ -132,7 +132,7 @@ typedef struct moeq__param_spec {
 moeq_status moeq__moe_add_param(moeq_moe *l, const moeq__param_spec *spec, moeq_error *err);
 moeq__param *moeq__moe_param(moeq_moe *l, const char *name);
 
-/* ---- for schemes: finalize ------------------------------------------------- */
+/* ---- for schemes: finalize (moe_finalize.c; moeq__moe_alloc: moe_manifest.c) */
 
 /* Allocates memory owned by the layer (zeroed), freed with it. */
 void *moeq__moe_alloc(moeq_moe *l, size_t n);

@@ -64,6 +64,10 @@ struct moeq_config {
     moeq__matcher *matcher; /* compiled targets and ignore entries */
 };
 
+/* Enum value counts (config.c's name lookups, config_query.c's range check). */
+#define MOEQ__STRATEGY_COUNT (MOEQ_STRATEGY_ATTN_HEAD + 1)
+#define MOEQ__ACTORDER_COUNT (MOEQ_ACTORDER_STATIC + 1)
+
 /* Compressed-tensors format inference for a group without an explicit format
  * (spec: compressed-tensors-format.md section 3.2, 0.18 order). */
 int32_t moeq__infer_format(const moeq_quant_args *weights, const moeq_quant_args *input);

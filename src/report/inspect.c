@@ -9,10 +9,12 @@
  *                  missing; quantized modules --moeq__ct_weight_build--> errors
  *
  * Nothing here reads tensor data except the validation of quantized modules
- * (scales, zero points, g_idx, FP8 codes), which names_only turns off.
+ * (scales, zero points, g_idx, FP8 codes), which names_only turns off.  The
+ * run's model is inspect.h's; inspect_write.c writes it out.
  */
+#include "report/inspect.h"
+
 #include "checkpoint/dequant.h"
-#include "report/plan.h"
 #include "checkpoint/safetensors.h"
 
 #include <math.h>
@@ -21,103 +23,6 @@
 #include <string.h>
 
 #define MAX_EXPERT_ID 1000000u
-#define MAX_PROJ      8 /* distinct projection names remembered per MoE layer */
-
-/* ---- the model ------------------------------------------------------------------- */
-
-/* A name that is not NUL-terminated where it ends. */
-typedef struct strref {
-    const char *p;
-    uint32_t n;
-} strref;
-
-typedef struct imod {
-    const char *name; /* NUL-terminated, in the arena */
-    uint32_t len;
-    uint32_t first, count; /* its tensors: members[first .. first + count) */
-    int32_t kind;          /* moeq_module_kind */
-    bool payload;          /* stores a weight_* quantization parameter */
-    bool bias;             /* stores a bias */
-    bool attn_named;       /* its last name component contains "attn" */
-    int32_t layer;         /* MoE layer, -1 for none */
-    uint32_t expert;       /* expert id (layer >= 0) */
-    int32_t proj;          /* slot in the layer's projection list, -1 when it overflowed */
-    int32_t row;           /* plan row (not for experts), -1 */
-} imod;
-
-typedef struct ilayer {
-    char *prefix; /* NUL-terminated, owned */
-    uint32_t len;
-    uint32_t *ids; /* expert ids seen (sorted and made unique later) */
-    uint32_t n_ids, cap_ids;
-    uint32_t max_id;
-    const char *proj[MAX_PROJ]; /* distinct projection names (point into the arena) */
-    uint32_t proj_len[MAX_PROJ];
-    uint32_t n_proj;
-    int32_t triple[3]; /* gate, up, down slots; -1 when not recognised */
-    bool res_ok;       /* res is the common resolution of every expert projection */
-    bool sparse;       /* ids run far past the experts present: absent ones not enumerated */
-    moeq_resolution res;
-} ilayer;
-
-/* A line of the unconsumed, missing or error list. */
-typedef struct issue {
-    char *name; /* tensor (unconsumed, missing) or module (errors) */
-    char *text;
-    int32_t status; /* errors only */
-} issue;
-
-/* Each list keeps at most MAX_LISTED entries and counts the rest: a
- * 200-byte checkpoint naming experts 0 and 999999 has millions of missing
- * tensors, and listing them all took gigabytes. */
-#define MAX_LISTED 10000u
-
-typedef struct issue_list {
-    issue *v;
-    uint32_t n, cap;
-    uint64_t unlisted; /* issues found after the list was full */
-} issue_list;
-
-typedef struct inspect {
-    const moeq_config *cfg;
-    const moeq_checkpoint *ckpt;
-    const moeq_inspect_options *opts;
-    const moeq_resolve_options *ro;
-    const moeq_select_options *so;
-    moeq_error *err;
-    moeq__match_scratch *scratch;
-    uint32_t flags; /* moeq_config_dequant_flags */
-    const moeq_quant_args *kv;
-
-    uint32_t n_tensors;
-    uint32_t *mod_of;  /* [n_tensors] */
-    uint32_t *members; /* [n_tensors] tensor indices grouped by module */
-
-    imod *mods;
-    uint32_t n_mods;
-    char *arena;
-    uint32_t *mod_slots; /* hash: module index + 1, 0 = empty */
-    uint32_t mod_mask;
-
-    ilayer *layers;
-    uint32_t n_layers, cap_layers;
-    /* Attention modules (CT: they hold k_proj, v_proj, qkv_proj or kv_b_proj),
-     * which need not have tensors of their own: names point into the arena. */
-    strref *attn;
-    uint32_t n_attn;
-    uint32_t *layer_slots;
-    uint32_t layer_mask;
-
-    moeq__plan_row *rows;
-    uint32_t n_rows;
-
-    issue_list unconsumed, missing, errors;
-    moeq_inspect_summary sum;
-} inspect;
-
-static moeq_status nomem(inspect *in) {
-    return moeq__error(in->err, MOEQ_STATUS_NOMEM, "out of memory while inspecting the checkpoint");
-}
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -250,12 +155,6 @@ static int64_t find_module(const inspect *in, const char *name, size_t len) {
 
 static const char *tensor_name(const inspect *in, uint32_t t) {
     return moeq__checkpoint_tensor_at(in->ckpt, t)->name;
-}
-
-/* Length of the module part of a tensor name (0 when it has no dot). */
-static size_t module_len(const char *name) {
-    const char *dot = strrchr(name, '.');
-    return dot ? (size_t)(dot - name) : 0;
 }
 
 static const char *param_of(const char *name) {
@@ -1117,141 +1016,6 @@ static void sort_list(issue_list *l) {
     if (l->n > 1) qsort(l->v, l->n, sizeof *l->v, cmp_issues); /* v is NULL while empty */
 }
 
-/* ---- output ---------------------------------------------------------------------- */
-
-static moeq_status flush(inspect *in, moeq__sb *sb, moeq_write_fn write, void *user) {
-    if (sb->failed) return nomem(in);
-    if (sb->len == 0) return MOEQ_STATUS_OK;
-    int32_t rc = write(sb->data, sb->len, user);
-    sb->len = 0;
-    if (rc != 0) {
-        return moeq__error(in->err, MOEQ_STATUS_IO, "the inspect writer stopped with code %d",
-                           (int)rc);
-    }
-    return MOEQ_STATUS_OK;
-}
-
-#define FLUSH_AT (1u << 16)
-
-static moeq_status text_list(inspect *in, const issue_list *l, const char *title, bool errors,
-                             moeq__sb *sb, moeq_write_fn write, void *user) {
-    moeq__sb_printf(sb, "\n%s: %llu\n", title, (unsigned long long)(l->n + l->unlisted));
-    for (uint32_t i = 0; i < l->n; i++) {
-        if (errors) {
-            moeq__sb_printf(sb, "  %s: %s: %s\n", l->v[i].name, moeq_status_name(l->v[i].status),
-                            l->v[i].text);
-        } else {
-            moeq__sb_printf(sb, "  %s\n      %s\n", l->v[i].name, l->v[i].text);
-        }
-        if (sb->len > FLUSH_AT) {
-            moeq_status st = flush(in, sb, write, user);
-            if (st != MOEQ_STATUS_OK) return st;
-        }
-    }
-    if (l->unlisted) {
-        moeq__sb_printf(sb, "  ... and %llu more, not listed (at most %u are)\n",
-                        (unsigned long long)l->unlisted, MAX_LISTED);
-    }
-    return MOEQ_STATUS_OK;
-}
-
-static moeq_status json_list(inspect *in, const issue_list *l, const char *key, bool errors,
-                             moeq__sb *sb, moeq_write_fn write, void *user) {
-    moeq__sb_printf(sb, ",\n\"%s\":[", key);
-    for (uint32_t i = 0; i < l->n; i++) {
-        const issue *it = &l->v[i];
-        moeq__sb_puts(sb, i ? ",\n{" : "\n{");
-        if (errors) {
-            moeq__sb_puts(sb, "\"module\":");
-            moeq__sb_json_string(sb, it->name);
-            moeq__sb_puts(sb, ",\"status\":");
-            moeq__sb_json_string(sb, moeq_status_name(it->status));
-            moeq__sb_puts(sb, ",\"message\":");
-        } else {
-            moeq__sb_puts(sb, "\"tensor\":");
-            moeq__sb_json_string(sb, it->name);
-            moeq__sb_puts(sb, ",\"module\":");
-            char *mod = moeq__strndup(it->name, module_len(it->name));
-            if (!mod) return nomem(in);
-            moeq__sb_json_string(sb, mod);
-            moeq__free(mod);
-            moeq__sb_puts(sb, ",\"reason\":");
-        }
-        moeq__sb_json_string(sb, it->text);
-        moeq__sb_putc(sb, '}');
-        if (sb->len > FLUSH_AT) {
-            moeq_status st = flush(in, sb, write, user);
-            if (st != MOEQ_STATUS_OK) return st;
-        }
-    }
-    moeq__sb_puts(sb, l->n ? "\n]" : "]");
-    return MOEQ_STATUS_OK;
-}
-
-static moeq_status emit(inspect *in, moeq_write_fn write, void *user) {
-    moeq__sb sb;
-    moeq__sb_init(&sb);
-    moeq_status st = MOEQ_STATUS_OK;
-    const moeq_inspect_summary *s = &in->sum;
-    if (in->opts && in->opts->json) {
-        moeq__plan_json pj;
-        memset(&pj, 0, sizeof pj);
-        pj.cfg = in->cfg;
-        char **wj = NULL, **ij = NULL;
-        st = moeq__plan_args_json(in->cfg, &wj, &ij);
-        if (st == MOEQ_STATUS_OK) {
-            pj.weights_json = wj;
-            pj.input_json = ij;
-            moeq__sb_puts(&sb, "{\"modules\":[");
-            for (uint32_t r = 0; r < in->n_rows && st == MOEQ_STATUS_OK; r++) {
-                const moeq__plan_row *row = &in->rows[r];
-                moeq__plan_json_row(&pj, row, r == 0, &sb);
-                if (sb.len > FLUSH_AT) st = flush(in, &sb, write, user);
-            }
-            moeq__sb_puts(&sb, in->n_rows ? "\n]" : "]");
-        } else {
-            st = nomem(in);
-        }
-        moeq__plan_json_free(&pj);
-        moeq__plan_args_json_free(in->cfg, wj, ij);
-        if (st == MOEQ_STATUS_OK) st = json_list(in, &in->unconsumed, "unconsumed", false, &sb, write, user);
-        if (st == MOEQ_STATUS_OK) st = json_list(in, &in->missing, "missing", false, &sb, write, user);
-        if (st == MOEQ_STATUS_OK) st = json_list(in, &in->errors, "errors", true, &sb, write, user);
-        moeq__sb_printf(&sb,
-                        ",\n\"summary\":{\"tensors\":%llu,\"modules\":%llu,\"moe_layers\":%llu,"
-                        "\"expert_modules\":%llu,\"quantized\":%llu,\"ignored\":%llu,"
-                        "\"unmatched\":%llu,\"unconsumed\":%llu,\"missing\":%llu,\"errors\":%llu,"
-                        "\"warnings\":%llu}}\n",
-                        (unsigned long long)s->tensors, (unsigned long long)s->modules,
-                        (unsigned long long)s->moe_layers, (unsigned long long)s->expert_modules,
-                        (unsigned long long)s->quantized, (unsigned long long)s->ignored,
-                        (unsigned long long)s->unmatched, (unsigned long long)s->unconsumed,
-                        (unsigned long long)s->missing, (unsigned long long)s->errors,
-                        (unsigned long long)s->warnings);
-    } else {
-        moeq__plan_table(in->rows, in->n_rows, &sb);
-        st = flush(in, &sb, write, user);
-        if (st == MOEQ_STATUS_OK) {
-            st = text_list(in, &in->unconsumed, "unconsumed tensors", false, &sb, write, user);
-        }
-        if (st == MOEQ_STATUS_OK) st = text_list(in, &in->missing, "missing tensors", false, &sb, write, user);
-        if (st == MOEQ_STATUS_OK) st = text_list(in, &in->errors, "module errors", true, &sb, write, user);
-        moeq__sb_printf(&sb,
-                        "\nsummary: %llu tensors, %llu modules (%llu MoE layers of %llu expert "
-                        "modules; %llu quantized, %llu ignored, %llu unmatched); %llu unconsumed, "
-                        "%llu missing, %llu module errors, %llu warnings\n",
-                        (unsigned long long)s->tensors, (unsigned long long)s->modules,
-                        (unsigned long long)s->moe_layers, (unsigned long long)s->expert_modules,
-                        (unsigned long long)s->quantized, (unsigned long long)s->ignored,
-                        (unsigned long long)s->unmatched, (unsigned long long)s->unconsumed,
-                        (unsigned long long)s->missing, (unsigned long long)s->errors,
-                        (unsigned long long)s->warnings);
-    }
-    if (st == MOEQ_STATUS_OK) st = flush(in, &sb, write, user);
-    moeq__sb_free(&sb);
-    return st;
-}
-
 /* ---- entry points ---------------------------------------------------------------- */
 
 static void free_inspect(inspect *in) {
@@ -1325,7 +1089,7 @@ moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ck
         in.sum.unconsumed = in.unconsumed.n + in.unconsumed.unlisted;
         in.sum.missing = in.missing.n + in.missing.unlisted;
         in.sum.errors = in.errors.n + in.errors.unlisted;
-        st = emit(&in, write, user);
+        st = moeq__inspect_emit(&in, write, user);
     }
     if (st == MOEQ_STATUS_OK && summary) *summary = in.sum;
     free_inspect(&in);

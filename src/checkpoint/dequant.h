@@ -7,6 +7,7 @@
 #define MOEQ_DEQUANT_H
 
 #include "common/internal.h"
+#include "config/config.h"
 #include "kernels.h"
 
 /* A module's weight, ready for the kernels: qw.codes points into the tensors

@@ -90,13 +90,6 @@ void moeq__sb_json_string(moeq__sb *sb, const char *s);
 /* Hands the buffer over (caller frees with moeq__free); NULL if it failed. */
 char *moeq__sb_take(moeq__sb *sb);
 
-/* Checks that caller-built QuantizationArgs hold values in range: every enum
- * one of its constants, num_bits >= 1, group_size >= -1, block dims >= 0
- * (whether they fit the strategy is for the caller to check).  `what` names
- * the args in the message ("weights", "input_activations").
- * @return OK or INVALID_ARG. */
-moeq_status moeq__quant_args_check(const moeq_quant_args *a, const char *what, moeq_error *err);
-
 /* Most experts a MoE layer may have (moeq_resolve_moe, moeq_moe_create, the
  * "moe N" lines of moeq_plan). */
 #define MOEQ__MAX_EXPERTS 1000000u

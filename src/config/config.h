@@ -1,6 +1,7 @@
 /*
  * config.h - the inside of moeq_config, shared by config.c (which builds it
- * from JSON), match.c (which compiles its patterns) and resolve.c.
+ * from JSON), config_query.c (which answers questions about it), match.c
+ * (which compiles its patterns) and the stages above that read it.
  * Never installed.
  */
 #ifndef MOEQ_CONFIG_H
@@ -63,6 +64,14 @@ struct moeq_config {
     uint32_t regex_match_limit;
     moeq__matcher *matcher; /* compiled targets and ignore entries */
 };
+
+/* config_query.c: checks that caller-built QuantizationArgs hold values in
+ * range: every enum one of its constants, num_bits >= 1, group_size >= -1,
+ * block dims >= 0 (whether they fit the strategy is for the caller to
+ * check).  `what` names the args in the message ("weights",
+ * "input_activations").
+ * @return OK or INVALID_ARG. */
+moeq_status moeq__quant_args_check(const moeq_quant_args *a, const char *what, moeq_error *err);
 
 /* Enum value counts (config.c's name lookups, config_query.c's range check). */
 #define MOEQ__STRATEGY_COUNT (MOEQ_STRATEGY_ATTN_HEAD + 1)

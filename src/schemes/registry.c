@@ -9,6 +9,8 @@
  */
 #include "schemes/scheme.h"
 
+#include "config/config.h"
+
 #include <stdio.h>
 #include <string.h>
 

@@ -7,6 +7,7 @@
 #ifndef MOEQ_PLAN_H
 #define MOEQ_PLAN_H
 
+#include "report/engine.h"
 #include "resolve.h"
 
 /* What a row stands for: the KIND column ("linear", "moe", "other"). */
@@ -28,6 +29,7 @@ typedef struct moeq__plan_row {
     int32_t scheme; /* MOE rows: the selected scheme, -1 when none */
     char *error;    /* NULL when fine */
     char *warning;  /* NULL when none */
+    moeq__engine_verdict engine; /* .engine NULL: no engine asked; .row NULL: not judged */
 } moeq__plan_row;
 
 /* "quantized", "ignored", "unmatched" or "error". */
@@ -46,6 +48,7 @@ void moeq__plan_json_args(moeq__sb *sb, const moeq_quant_args *a);
  * projections resolve a handful of ways).  One per thread. */
 typedef struct moeq__plan_json {
     const moeq_config *cfg;
+    const moeq__engine *engine; /* NULL: no engine keys */
     char *const *weights_json; /* [n_groups], shared between threads */
     char *const *input_json;
     struct {
@@ -66,7 +69,8 @@ void moeq__plan_args_json_free(const moeq_config *cfg, char **weights, char **in
 
 /* Appends "\n{...}" (first) or ",\n{...}": the row as one JSON object with
  * keys layer, kind, status, group, target, format, scheme, weights,
- * input_activations, warnings, error, and for MoE rows experts.  Failures
+ * input_activations, warnings, error, and for MoE rows experts (plus the
+ * engine_* keys of moeq__engine_json when pj->engine is set).  Failures
  * are recorded in sb. */
 void moeq__plan_json_row(moeq__plan_json *pj, const moeq__plan_row *row, bool first, moeq__sb *sb);
 void moeq__plan_json_free(moeq__plan_json *pj);

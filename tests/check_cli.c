@@ -107,7 +107,7 @@ START_TEST(test_plan_json_matches_library) {
     moeq_config *c = NULL;
     moeq_error err;
     ck_assert_ok(moeq_config_load(GLM, NULL, &c, &err), &err);
-    moeq_plan_options po = {NULL, NULL, 1, 1};
+    moeq_plan_options po = {NULL, NULL, 1, 1, NULL};
     char *text = NULL;
     ck_assert_ok(moeq_plan(c, lines, strlen(lines), &po, &text, NULL, &err), &err);
     ck_assert_str_eq(out, text);

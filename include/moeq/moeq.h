@@ -499,6 +499,12 @@ typedef struct moeq_plan_options {
     int32_t json;                        /* 1: JSON array, 0: aligned text table */
     int32_t threads;                     /* 0 or 1: the calling thread only; N > 1: up
                                             to N threads for long layer lists */
+    /* NULL, or "ENGINE[@COMMIT][:PLATFORM[,BACKEND]]" ("sglang",
+     * "sglang@eba6af385d", "vllm:sm100"): MoE rows also say what that
+     * engine's compressed-tensors MoE dispatch would do (moeq_engine_judge);
+     * the table gains an ENGINE column, JSON rows the keys engine,
+     * engine_scheme, engine_error, engine_group and engine_differs. */
+    const char *engine;
 } moeq_plan_options;
 
 /* Plans every line of `layers` (len bytes): one layer per line, either

@@ -144,6 +144,7 @@ class moeq_plan_options(ctypes.Structure):
         ("select", ctypes.POINTER(moeq_select_options)),
         ("json", ctypes.c_int32),
         ("threads", ctypes.c_int32),
+        ("engine", ctypes.c_char_p),
     ]
 
 

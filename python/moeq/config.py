@@ -371,12 +371,15 @@ class Config(Owner):
         return select(resolution, layer=layer, platform=platform, prefer_mxint4=prefer_mxint4)
 
     def plan(self, lines, json=True, threads=1, precedence="ct", fused=None, platform="cpu",
-             prefer_mxint4=False):
+             prefer_mxint4=False, engine=None):
         """Plans layer lines: "NAME" or "NAME moe N [GATE,UP,DOWN]".
 
         `lines` is one string (newline-separated) or a list of lines.  Returns
         the list of dicts `moeq plan --json` prints (json=True) or its text
-        table (json=False)."""
+        table (json=False).  `engine` ("sglang", "sglang@eba6af385d",
+        "vllm:sm100", ...) adds what that engine's MoE dispatch would do:
+        keys engine, engine_scheme, engine_error, engine_group and
+        engine_differs (see docs/engines.md)."""
         h = self._live()
         if not isinstance(lines, (str, bytes)):
             lines = list(lines)
@@ -392,6 +395,10 @@ class Config(Owner):
         popts.select = ctypes.pointer(sopts)
         popts.json = 1 if json else 0
         popts.threads = int32(threads, "threads")
+        if engine is not None:
+            if not isinstance(engine, str):
+                raise TypeError("engine must be a str such as \"sglang@d315eb725\"")
+            popts.engine = engine.encode("utf-8")
         out = ctypes.c_void_p()
         errors = ctypes.c_uint32()
         _errors.call(lib.moeq_plan, h.ptr, data, len(data), ctypes.byref(popts),

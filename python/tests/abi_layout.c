@@ -67,7 +67,7 @@ int main(void) {
     S(moeq_selection); F(moeq_selection, scheme); F(moeq_selection, reason); end();
     S(moeq_plan_options);
     F(moeq_plan_options, resolve); F(moeq_plan_options, select); F(moeq_plan_options, json);
-    F(moeq_plan_options, threads);
+    F(moeq_plan_options, threads); F(moeq_plan_options, engine);
     end();
     S(moeq_tensor);
     F(moeq_tensor, name); F(moeq_tensor, dtype); F(moeq_tensor, ndim); F(moeq_tensor, shape);

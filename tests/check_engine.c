@@ -1,0 +1,373 @@
+/*
+ * check_engine.c - the engine dispatch tables (src/report/engine*.c): for a
+ * table of (config, MoE layer, engine spec), the class the engine builds or
+ * the exception it raises, and what differs from moeq; every seed failure
+ * of the project is one of the cases.  Also: spec parsing, the shape every
+ * table must have, and `moeq_plan` with an engine.
+ */
+#include "test_util.h"
+
+#include "report/engine.h"
+
+/* Configs, as quantization_config blocks. */
+#define ARGS_INT4_G128 "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":128}"
+#define ARGS_INT4_G32 "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":32}"
+#define ARGS_INT8_TOKEN "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"token\",\"dynamic\":true}"
+#define ARGS_FP8_TOKEN "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"token\",\"dynamic\":true}"
+#define ARGS_FP8_CHANNEL "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"channel\"}"
+#define ARGS_FP8_TENSOR "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor\"}"
+#define ARGS_NVFP4_W "{\"num_bits\":4,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor_group\",\"group_size\":16}"
+#define ARGS_NVFP4_A "{\"num_bits\":4,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor_group\",\"group_size\":16,\"dynamic\":\"local\"}"
+
+#define ONE_GROUP(fmt, targets, w, a, ignore)                                                   \
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"" fmt "\",\"config_groups\":{"      \
+    "\"group_0\":{\"targets\":" targets ",\"weights\":" w ",\"input_activations\":" a "}},"   \
+    "\"ignore\":" ignore "}"
+
+/* The no-Linear WNA16 config of SGLang's own test (spec section 18). */
+static const char k_regex_wna16[] = ONE_GROUP("pack-quantized", "[\"re:.*mlp.experts.*\"]",
+                                              ARGS_INT4_G128, "null",
+                                              "[\"lm_head\",\"re:.*self_attn.*\",\"re:.*mlp.gate$\"]");
+/* Kimi-K2-style INT4 group-32 weight-only (MxInt4 under flashinfer_trtllm). */
+static const char k_int4_g32[] =
+    ONE_GROUP("pack-quantized", "[\"Linear\"]", ARGS_INT4_G32, "null", "[\"lm_head\"]");
+/* W4A8 INT8 (dynamic per-token int8 activations) outside pack-quantized. */
+static const char k_w4a8_int[] =
+    ONE_GROUP("int-quantized", "[\"Linear\"]", ARGS_INT4_G128, ARGS_INT8_TOKEN, "[\"lm_head\"]");
+static const char k_w4a8_mixed[] =
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"mixed-precision\",\"config_groups\":{"
+    "\"group_0\":{\"targets\":[\"Linear\"],\"format\":\"int-quantized\",\"weights\":" ARGS_INT4_G128
+    ",\"input_activations\":" ARGS_INT8_TOKEN "}},\"ignore\":[\"lm_head\"]}";
+/* W4AFP8 on the experts only (no "Linear" target), and with one. */
+static const char k_w4afp8_regex[] = ONE_GROUP("pack-quantized", "[\"re:.*mlp\\\\.experts\\\\..*\"]",
+                                               ARGS_INT4_G128, ARGS_FP8_TOKEN, "[\"lm_head\"]");
+static const char k_w4afp8_linear[] =
+    ONE_GROUP("pack-quantized", "[\"Linear\"]", ARGS_INT4_G128, ARGS_FP8_TOKEN, "[\"lm_head\"]");
+static const char k_w8a8_int[] =
+    ONE_GROUP("int-quantized", "[\"Linear\"]",
+              "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"channel\"}",
+              ARGS_INT8_TOKEN, "[\"lm_head\"]");
+static const char k_fp8_dynamic[] =
+    ONE_GROUP("float-quantized", "[\"Linear\"]", ARGS_FP8_CHANNEL, ARGS_FP8_TOKEN, "[\"lm_head\"]");
+static const char k_fp8_weight_only_tensor[] =
+    ONE_GROUP("float-quantized", "[\"Linear\"]", ARGS_FP8_TENSOR, "null", "[\"lm_head\"]");
+static const char k_fp8_weight_only_channel[] =
+    ONE_GROUP("float-quantized", "[\"Linear\"]", ARGS_FP8_CHANNEL, "null", "[\"lm_head\"]");
+static const char k_fp8_channel_static_tensor[] = ONE_GROUP(
+    "float-quantized", "[\"Linear\"]", ARGS_FP8_CHANNEL,
+    "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor\"}", "[]");
+static const char k_nvfp4[] =
+    ONE_GROUP("nvfp4-pack-quantized", "[\"Linear\"]", ARGS_NVFP4_W, ARGS_NVFP4_A, "[\"lm_head\"]");
+static const char k_int8_static_tensor[] = ONE_GROUP(
+    "int-quantized", "[\"Linear\"]",
+    "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"tensor\"}",
+    "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"tensor\"}", "[]");
+static const char k_asym_wna16[] = ONE_GROUP(
+    "pack-quantized", "[\"Linear\"]",
+    "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":false,\"strategy\":\"group\",\"group_size\":128}",
+    "null", "[]");
+static const char k_int3[] = ONE_GROUP(
+    "pack-quantized", "[\"Linear\"]",
+    "{\"num_bits\":3,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":128}",
+    "null", "[]");
+/* A plain ignore entry that is a substring of the expert names. */
+static const char k_ignore_substring[] =
+    ONE_GROUP("pack-quantized", "[\"Linear\"]", ARGS_INT4_G128, "null", "[\"mlp.experts\"]");
+/* No target reaches the experts. */
+static const char k_attention_only[] =
+    ONE_GROUP("pack-quantized", "[\"re:.*self_attn.*\"]", ARGS_INT4_G128, "null", "[]");
+/* gate_proj in one group, up/down in another with other args. */
+static const char k_split_projections[] =
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"config_groups\":{"
+    "\"g_gate\":{\"targets\":[\"re:.*gate_proj$\"],\"weights\":" ARGS_INT4_G32 "},"
+    "\"g_rest\":{\"targets\":[\"re:.*(up|down)_proj$\"],\"weights\":" ARGS_INT4_G128 "}}}";
+/* Two overlapping regex targets: config order (engines) and compressed-
+ * tensors order (lexicographic) pick different groups. */
+static const char k_overlap[] =
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"config_groups\":{"
+    "\"int8\":{\"targets\":[\"re:model.*experts.*\"],\"weights\":{\"num_bits\":8,\"type\":\"int\","
+    "\"symmetric\":true,\"strategy\":\"group\",\"group_size\":128}},"
+    "\"int4\":{\"targets\":[\"re:.*experts.*\"],\"weights\":" ARGS_INT4_G128 "}}}";
+/* A mixed-precision W4A16 MoE + FP8 dense checkpoint: the experts' group
+ * says pack-quantized, the top level mixed-precision. */
+static const char k_mixed_wna16[] =
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"mixed-precision\",\"config_groups\":{"
+    "\"dense\":{\"targets\":[\"re:.*self_attn.*\"],\"format\":\"float-quantized\",\"weights\":"
+    ARGS_FP8_CHANNEL ",\"input_activations\":" ARGS_FP8_TOKEN "},"
+    "\"experts\":{\"targets\":[\"re:.*mlp\\\\.experts.*\"],\"format\":\"pack-quantized\","
+    "\"weights\":" ARGS_INT4_G128 "}}}";
+
+typedef struct engine_case {
+    const char *config; /* JSON, or a file under tests/data/configs when it ends in .json */
+    const char *layer;  /* MoE prefix */
+    const char *engine;
+    const char *want;   /* class name, or a substring of "Type: message" */
+    const char *differs; /* the differs words ("" none) */
+} engine_case;
+
+#define MLP "model.layers.3.mlp.experts"
+
+static const engine_case k_cases[] = {
+    /* Seed failures, seed era: KeyError 'Linear' on a regex-only WNA16
+     * config, and the abstract MxInt4 class. */
+    {k_regex_wna16, MLP, "sglang@eba6af385d", "KeyError: 'Linear'", "error"},
+    {k_int4_g32, MLP, "sglang@eba6af385d:sm100,flashinfer_trtllm",
+     "TypeError: Can't instantiate abstract class CompressedTensorsMxInt4MoE with abstract method "
+     "apply_weights", "error"},
+    /* Seed failures, snapshot: W4A8 int8 on CUDA, W4AFP8 without Linear. */
+    {k_w4a8_int, MLP, "sglang@d315eb725",
+     "NotImplementedError: The W4A8Int8 Fused MoE scheme is implemented only for NPU for now.",
+     "error"},
+    {k_w4a8_mixed, MLP, "sglang@d315eb725", "NotImplementedError: The W4A8Int8", "error"},
+    {k_w4afp8_regex, MLP, "sglang@d315eb725", "KeyError: 'Linear'", "error"},
+    /* The same configs where the engines get them right. */
+    {k_regex_wna16, MLP, "sglang@d315eb725", "CompressedTensorsWNA16MoE", ""},
+    {k_regex_wna16, MLP, "sglang", "CompressedTensorsWNA16MoE", ""},
+    {k_regex_wna16, MLP, "sglang:rocm", "CompressedTensorsWNA16TritonMoE", ""},
+    {k_regex_wna16, MLP, "sglang:sm90,triton", "CompressedTensorsWNA16TritonMoE", ""},
+    {k_int4_g32, MLP, "sglang@d315eb725:sm100,flashinfer_trtllm", "CompressedTensorsMxInt4MoE",
+     "scheme"},
+    {k_int4_g32, MLP, "sglang@eba6af385d", "CompressedTensorsWNA16MoE", ""},
+    {k_w4afp8_linear, MLP, "sglang@d315eb725", "CompressedTensorsW4AFP8MoE", ""},
+    {k_w4a8_int, MLP, "sglang@d315eb725:npu", "AttributeError: 'CompressedTensorsConfig'", "error"},
+    /* Before W4AFP8 existed, pack-quantized dropped the input args. */
+    {k_w4afp8_linear, MLP, "sglang@eba6af385d", "CompressedTensorsWNA16MoE", "scheme"},
+    /* INT8 W8A8: NPU only. */
+    {k_w8a8_int, MLP, "sglang", "NotImplementedError: The W8A8Int8 Fused MoE scheme", "error"},
+    {k_w8a8_int, MLP, "sglang:npu", "NPUCompressedTensorsW8A8Int8DynamicMoE", "scheme"},
+    {k_int8_static_tensor, MLP, "sglang", "RuntimeError: Unsupported FusedMoe scheme: num_bits=8 "
+     "type='int' symmetric=True group_size=None strategy='tensor'", "error"},
+    /* FP8. */
+    {k_fp8_dynamic, MLP, "sglang", "CompressedTensorsW8A8Fp8MoE", ""},
+    {k_fp8_channel_static_tensor, MLP, "sglang", "AssertionError", "error"},
+    {k_fp8_weight_only_tensor, MLP, "sglang",
+     "AttributeError: 'NoneType' object has no attribute 'num_bits'", "error"},
+    {k_fp8_weight_only_channel, MLP, "sglang",
+     "ValueError: ('For Fused MoE layers, only ', 'pack-quantized '", "error"},
+    /* NVFP4 wants Blackwell. */
+    {k_nvfp4, MLP, "sglang", "ValueError: Current platform does not support NVFP4", "error"},
+    {k_nvfp4, MLP, "sglang:sm100", "CompressedTensorsW4A4Nvfp4MoE", ""},
+    /* Asymmetric WNA16: taken since #25292, not in the seed era. */
+    {k_asym_wna16, MLP, "sglang", "CompressedTensorsWNA16MoE", ""},
+    {k_asym_wna16, MLP, "sglang@eba6af385d", "AttributeError: 'NoneType'", "error"},
+    {k_int3, MLP, "sglang", "ValueError: ('For Fused MoE layers", "error"},
+    /* WNA16 on NPU: 4-bit symmetric only, the rest silently unquantized. */
+    {k_int4_g32, MLP, "sglang:npu", "NPUCompressedTensorsW4A16Int4DynamicMoE", "scheme"},
+    {k_asym_wna16, MLP, "sglang:npu", "UnquantizedFusedMoEMethod", "unquantized"},
+    /* Mixed-precision top-level format: the WNA16 constructor reads it. */
+    {k_mixed_wna16, MLP, "sglang", "ValueError: ('For Fused MoE layers, only ', 'pack-quantized '",
+     "error"},
+    /* MXFP4: the bypass (snapshot) ignores the ignore list. */
+    {"qwen3.5-27b-mxfp4a16-kaitchup-abbrev.json", "model.language_model.layers.0.mlp.experts",
+     "sglang", "Mxfp4MoEMethod", ""},
+    {"qwen3.5-27b-mxfp4a16-kaitchup-abbrev.json", "model.language_model.layers.0.mlp.experts",
+     "sglang@eba6af385d", "ValueError: ('For Fused MoE layers, only ', 'pack-quantized '", "error"},
+    {"glm-5.3-int4-int8mix-rtn-g64-mixed-regex-no-linear.json", "model.layers.1.mlp.experts",
+     "sglang", "UnquantizedFusedMoEMethod", ""},
+    {"glm-5.3-int4-int8mix-rtn-g64-mixed-regex-no-linear.json", "model.layers.5.mlp.experts",
+     "sglang@eba6af385d", "KeyError: 'Linear'", "error"},
+    {"qwen3-w8a8-int8-mse-observer-v0.13.json", MLP, "sglang", "NotImplementedError", "error"},
+    /* Ignore matching: substring in the seed era, dotted suffix later. */
+    {k_ignore_substring, MLP, "sglang@eba6af385d", "UnquantizedFusedMoEMethod", "unquantized"},
+    {k_ignore_substring, MLP, "sglang@d315eb725", "CompressedTensorsWNA16MoE", ""},
+    /* Probing. */
+    {k_attention_only, MLP, "sglang",
+     "ValueError: Unable to find matching target for model.layers.3.mlp.experts.0.gate_proj in "
+     "the compressed-tensors config.", "error"},
+    {k_split_projections, MLP, "sglang",
+     "ValueError: All MoE projections need to have same quantization scheme but found multiple",
+     "error"},
+    /* Precedence: the engine takes the first target in config order. */
+    {k_overlap, MLP, "sglang", "CompressedTensorsWNA16MoE", "group"},
+};
+
+static moeq_config *load(const char *config) {
+    moeq_config *cfg = NULL;
+    moeq_error err;
+    moeq_status st;
+    size_t n = strlen(config);
+    if (n > 5 && strcmp(config + n - 5, ".json") == 0) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/configs/%s", MOEQ_TEST_DATA_DIR, config);
+        st = moeq_config_load(path, NULL, &cfg, &err);
+    } else {
+        st = moeq_config_parse(config, n, NULL, &cfg, &err);
+    }
+    ck_assert_msg(st == MOEQ_OK, "%s: %s", config, err.message);
+    return cfg;
+}
+
+/* Judges one case; returns "Class" or "Type: message" and the differs words. */
+static void judge(const engine_case *c, char *out, size_t n, char *differs, size_t dn) {
+    moeq_config *cfg = load(c->config);
+    moeq_error err;
+    moeq__engine *e = NULL;
+    ck_assert_status(moeq__engine_create(c->engine, cfg, &e, &err), MOEQ_OK, &err);
+    moeq__match_scratch *s = NULL;
+    ck_assert_status(moeq__match_scratch_create(cfg->matcher, &s, &err), MOEQ_OK, &err);
+    moeq_resolution r;
+    moeq_selection sel;
+    bool failed = moeq_resolve_moe(cfg, c->layer, 8, NULL, NULL, &r, &err) != MOEQ_OK;
+    int32_t scheme = -1;
+    if (!failed) {
+        failed = moeq_select(&r, c->layer, NULL, &sel, &err) != MOEQ_OK;
+        if (!failed) scheme = sel.scheme;
+    }
+    moeq__engine_verdict v;
+    ck_assert_status(moeq__engine_judge(e, s, c->layer, strlen(c->layer), failed ? NULL : &r,
+                                        scheme, failed, &v, &err),
+                     MOEQ_OK, &err);
+    ck_assert_ptr_nonnull(v.row);
+    moeq__sb sb;
+    moeq__sb_init(&sb);
+    const char *cls = moeq__engine_verdict_scheme(&v);
+    if (cls) {
+        moeq__sb_puts(&sb, cls);
+    } else {
+        moeq__engine_verdict_error(&v, c->layer, strlen(c->layer), &sb);
+    }
+    ck_assert(!sb.failed);
+    snprintf(out, n, "%.*s", (int)sb.len, sb.data);
+    sb.len = 0;
+    moeq__engine_differs_words(v.differs, ",", &sb);
+    snprintf(differs, dn, "%.*s", (int)sb.len, sb.len ? sb.data : "");
+    moeq__sb_free(&sb);
+    moeq__match_scratch_destroy(s);
+    moeq__engine_destroy(e);
+    moeq_config_destroy(cfg);
+}
+
+START_TEST(test_engine_cases) {
+    const engine_case *c = &k_cases[_i];
+    char got[2048], differs[128];
+    judge(c, got, sizeof got, differs, sizeof differs);
+    ck_assert_msg(strstr(got, c->want) != NULL, "case %d (%s on %s): want \"%s\", got \"%s\"", _i,
+                  c->engine, c->layer, c->want, got);
+    ck_assert_msg(strcmp(differs, c->differs) == 0, "case %d (%s): differs \"%s\", want \"%s\"",
+                  _i, c->engine, differs, c->differs);
+}
+END_TEST
+
+/* Every table ends with a catch-all row, so every layer gets a verdict;
+ * every row names its outcome fully. */
+START_TEST(test_engine_tables_shape) {
+    ck_assert_uint_ge(moeq__engine_table_count(), 2);
+    for (uint32_t i = 0; i < moeq__engine_table_count(); i++) {
+        const moeq__engine_table *t = moeq__engine_table_at(i);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_uint_gt(t->n_rows, 0);
+        ck_assert_msg(strncmp(t->commit_full, t->commit, strlen(t->commit)) == 0, "%s", t->commit);
+        const moeq__engine_row *last = &t->rows[t->n_rows - 1];
+        ck_assert_msg(last->stage == MOEQ__ES_LAYER && last->input == MOEQ__EC_ANY &&
+                          !last->w.bits && !last->w.types && !last->w.strategies &&
+                          !last->top_format && !last->not_top_format && !last->platforms &&
+                          !last->backends && last->linear == MOEQ__EC_ANY,
+                      "%s@%s: the last row is not a catch-all", t->engine, t->commit);
+        for (uint32_t k = 0; k < t->n_rows; k++) {
+            const moeq__engine_row *r = &t->rows[k];
+            ck_assert_ptr_nonnull(r->branch);
+            if (r->effect == MOEQ__EE_RAISE) {
+                ck_assert_msg(r->exception && r->message && r->moeq_scheme == -1, "%s row %u",
+                              t->engine, k);
+            } else {
+                ck_assert_msg(r->cls && moeq_scheme_name(r->moeq_scheme) != NULL, "%s row %u",
+                              t->engine, k);
+            }
+        }
+    }
+}
+END_TEST
+
+typedef struct bad_spec {
+    const char *spec;
+    const char *want;
+} bad_spec;
+
+static const bad_spec k_bad_specs[] = {
+    {"tensorrt", "not modelled"},
+    {"sglang@0000000", "not modelled"},
+    {"sglang@d3", "not modelled"}, /* prefixes need 4 characters */
+    {"sglang:tpu", "platform \"tpu\" is not modelled"},
+    {"sglang:sm90,deep_gemm", "MoE backend \"deep_gemm\" is not modelled"},
+    {"sglang@eba6:sm90,triton", "MoE backend \"triton\""},
+};
+
+START_TEST(test_engine_bad_specs) {
+    moeq_config *cfg = load(k_regex_wna16);
+    moeq__engine *e = (moeq__engine *)1;
+    moeq_error err;
+    moeq_status st = moeq__engine_create(k_bad_specs[_i].spec, cfg, &e, &err);
+    ck_assert_int_eq(st, MOEQ_STATUS_INVALID_ARG);
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(err.message, k_bad_specs[_i].want) != NULL, "%s: %s", k_bad_specs[_i].spec,
+                  err.message);
+    /* An unknown version lists the modelled ones. */
+    if (strcmp(k_bad_specs[_i].want, "not modelled") == 0) {
+        ck_assert_ptr_nonnull(strstr(err.message, "sglang@d315eb725 (2026-08-22)"));
+    }
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
+START_TEST(test_engine_labels) {
+    moeq_config *cfg = load(k_regex_wna16);
+    moeq_error err;
+    moeq__engine *e = NULL;
+    ck_assert_status(moeq__engine_create("sglang", cfg, &e, &err), MOEQ_OK, &err);
+    ck_assert_str_eq(moeq__engine_label(e), "sglang@d315eb725:sm90,auto");
+    moeq__engine_destroy(e);
+    ck_assert_status(moeq__engine_create("sglang@eba6af:blackwell,trtllm", cfg, &e, &err), MOEQ_OK,
+                     &err);
+    ck_assert_str_eq(moeq__engine_label(e), "sglang@eba6af385d:sm100,flashinfer_trtllm");
+    moeq__engine_destroy(e);
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
+/* moeq_plan with an engine: the JSON keys and the table's ENGINE column. */
+START_TEST(test_engine_plan) {
+    moeq_config *cfg = load(k_w4afp8_regex);
+    const char *lines = "model.layers.3.mlp.experts moe 4\nmodel.layers.3.self_attn.o_proj\n";
+    moeq_plan_options po = {NULL, NULL, 1, 1, "sglang@d315eb725"};
+    char *text = NULL;
+    uint32_t errors = 0;
+    moeq_error err;
+    ck_assert_status(moeq_plan(cfg, lines, strlen(lines), &po, &text, &errors, &err), MOEQ_OK,
+                     &err);
+    ck_assert_ptr_nonnull(strstr(text, "{\"layer\":\"model.layers.3.mlp.experts\",\"engine\":"
+                                       "\"sglang@d315eb725:sm90,auto\",\"engine_scheme\":null,"
+                                       "\"engine_error\":\"KeyError: 'Linear'\",\"engine_group\":"
+                                       "\"group_0\",\"engine_differs\":[\"error\"],\"kind\":\"moe\""));
+    ck_assert_ptr_nonnull(strstr(text, "{\"layer\":\"model.layers.3.self_attn.o_proj\",\"engine\":"
+                                       "\"sglang@d315eb725:sm90,auto\",\"engine_scheme\":null,"
+                                       "\"engine_error\":null,\"engine_group\":null,"
+                                       "\"engine_differs\":[],\"kind\":\"linear\""));
+    moeq_free(text);
+    po.json = 0;
+    ck_assert_status(moeq_plan(cfg, lines, strlen(lines), &po, &text, &errors, &err), MOEQ_OK,
+                     &err);
+    ck_assert_ptr_nonnull(strstr(text, "engine sglang@d315eb725:sm90,auto\nLAYER"));
+    ck_assert_ptr_nonnull(strstr(text, "KeyError *"));
+    ck_assert_ptr_nonnull(strstr(text, "    engine: KeyError: 'Linear' [differs: error]\n"));
+    moeq_free(text);
+    po.engine = "nope";
+    ck_assert_int_eq(moeq_plan(cfg, lines, strlen(lines), &po, &text, &errors, &err),
+                     MOEQ_STATUS_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(err.message, "engine \"nope\": not modelled"));
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
+static Suite *engine_suite(void) {
+    Suite *s = suite_create("engine");
+    TCase *tc = tcase_create("core");
+    tcase_add_loop_test(tc, test_engine_cases, 0, (int)MOEQ__ARRAY_LEN(k_cases));
+    tcase_add_test(tc, test_engine_tables_shape);
+    tcase_add_loop_test(tc, test_engine_bad_specs, 0, (int)MOEQ__ARRAY_LEN(k_bad_specs));
+    tcase_add_test(tc, test_engine_labels);
+    tcase_add_test(tc, test_engine_plan);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MOEQ_TEST_MAIN(engine_suite)

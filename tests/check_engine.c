@@ -97,6 +97,10 @@ static const char k_mixed_wna16[] =
     "\"experts\":{\"targets\":[\"re:.*mlp\\\\.experts.*\"],\"format\":\"pack-quantized\","
     "\"weights\":" ARGS_INT4_G128 "}}}";
 
+/* int4 weight-only in naive-quantized: vLLM asserts float weights. */
+static const char k_naive_int4[] =
+    ONE_GROUP("naive-quantized", "[\"Linear\"]", ARGS_INT4_G128, "null", "[]");
+
 typedef struct engine_case {
     const char *config; /* JSON, or a file under tests/data/configs when it ends in .json */
     const char *layer;  /* MoE prefix */
@@ -179,6 +183,40 @@ static const engine_case k_cases[] = {
      "error"},
     /* Precedence: the engine takes the first target in config order. */
     {k_overlap, MLP, "sglang", "CompressedTensorsWNA16MoE", "group"},
+    {k_overlap, MLP, "vllm", "CompressedTensorsWNA16MarlinMoEMethod", "group"},
+
+    /* vLLM 003a19308. */
+    {k_regex_wna16, MLP, "vllm", "CompressedTensorsWNA16MarlinMoEMethod", ""},
+    {k_regex_wna16, MLP, "vllm@003a1930801d:rocm", "CompressedTensorsWNA16MoEMethod", ""},
+    {k_regex_wna16, MLP, "vllm:sm90,cutlass", "CompressedTensorsW4A16CutlassMoEMethod", ""},
+    {k_asym_wna16, MLP, "vllm",
+     "AssertionError: Only symmetric quantization is supported for MoE", "error"},
+    {k_asym_wna16, MLP, "vllm:rocm", "CompressedTensorsWNA16MoEMethod", ""},
+    {k_int4_g32, MLP, "vllm:sm100,flashinfer_trtllm", "CompressedTensorsWNA16MarlinMoEMethod",
+     "scheme"},
+    {k_int3, MLP, "vllm", "but got format: pack-quantized  and bits: 3')", "error"},
+    {k_mixed_wna16, MLP, "vllm", "CompressedTensorsWNA16MarlinMoEMethod", ""},
+    {k_ignore_substring, MLP, "vllm", "CompressedTensorsWNA16MarlinMoEMethod", ""},
+    /* _is_fp8_w4a8_sm90 does not check the input type: INT8 inputs take
+     * the FP8 W4A8 class on SM90; elsewhere the INT8 class is CPU-only. */
+    {k_w4a8_int, MLP, "vllm", "CompressedTensorsW4A8Fp8MoEMethod", "scheme"},
+    {k_w4a8_int, MLP, "vllm:sm80", "ValueError: CompressedTensorsW4A8Int8MoEMethod is CPU-only.",
+     "error"},
+    {k_w4a8_int, MLP, "vllm:cpu", "CompressedTensorsW4A8Int8MoEMethod", ""},
+    {k_w4afp8_regex, MLP, "vllm", "CompressedTensorsW4A8Fp8MoEMethod", ""},
+    {k_w4afp8_regex, MLP, "vllm:sm100", "ValueError: CompressedTensorsW4A8Int8MoEMethod is CPU-only",
+     "error"},
+    {k_w8a8_int, MLP, "vllm", "CompressedTensorsW8A8Int8MoEMethod", ""},
+    {k_int8_static_tensor, MLP, "vllm", "RuntimeError: Unsupported FusedMoe scheme", "error"},
+    {k_fp8_dynamic, MLP, "vllm", "CompressedTensorsW8A8Fp8MoEMethod", ""},
+    {k_fp8_weight_only_tensor, MLP, "vllm", "AttributeError: 'NoneType' object has no attribute "
+     "'num_bits'", "error"},
+    {k_nvfp4, MLP, "vllm", "CompressedTensorsW4A4Nvfp4MoEMethod", ""},
+    {k_naive_int4, MLP, "vllm", "AssertionError", "error"},
+    {k_naive_int4, MLP, "sglang", "ValueError: ('For Fused MoE layers", "error"},
+    {"qwen3.5-27b-mxfp4a16-kaitchup-abbrev.json", "model.language_model.layers.0.mlp.experts",
+     "vllm", "CompressedTensorsW4A4Mxfp4MoEMethod", ""},
+    {k_attention_only, MLP, "vllm", "ValueError: Unable to find matching target", "error"},
 };
 
 static moeq_config *load(const char *config) {
@@ -290,6 +328,7 @@ static const bad_spec k_bad_specs[] = {
     {"sglang:tpu", "platform \"tpu\" is not modelled"},
     {"sglang:sm90,deep_gemm", "MoE backend \"deep_gemm\" is not modelled"},
     {"sglang@eba6:sm90,triton", "MoE backend \"triton\""},
+    {"vllm:npu", "platform \"npu\" is not modelled for vllm@003a19308"},
 };
 
 START_TEST(test_engine_bad_specs) {

@@ -95,7 +95,8 @@ def cli_plan(cli, path, tmp_path, engine):
     return json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("engine", ["sglang", "sglang@eba6af385d", "sglang:npu"])
+@pytest.mark.parametrize("engine", ["sglang", "sglang@eba6af385d", "sglang:npu", "vllm",
+                                    "vllm:sm100,flashinfer_trtllm"])
 @pytest.mark.parametrize("path", config_paths(), ids=os.path.basename)
 def test_every_config_gets_a_verdict(path, engine, cli, tmp_path):
     with moeq.Config.load(path) as cfg:
@@ -122,3 +123,20 @@ def test_text_table_has_the_engine_column():
                                     "ENGINE"]
     assert "KeyError *" in lines[2]
     assert "    engine: KeyError: 'Linear' [differs: error]" in lines
+
+
+def test_vllm_reads_the_group_format():
+    """A mixed-precision checkpoint: vLLM takes the experts' own pack-quantized
+    format, SGLang's WNA16 constructor the top-level one."""
+    cfg = moeq.Config.parse({
+        "quant_method": "compressed-tensors", "format": "mixed-precision",
+        "config_groups": {"experts": {"targets": [r"re:.*mlp\.experts.*"],
+                                      "format": "pack-quantized", "weights": int4()}}})
+    with cfg:
+        vllm = moe_row(cfg, "vllm")
+        sglang = moe_row(cfg, "sglang")
+    assert vllm["engine"] == "vllm@003a19308:sm90,auto"
+    assert vllm["engine_scheme"] == "CompressedTensorsWNA16MarlinMoEMethod"
+    assert vllm["engine_differs"] == []
+    assert sglang["engine_error"].startswith("ValueError: ('For Fused MoE layers, only ', "
+                                             "'pack-quantized '")

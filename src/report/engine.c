@@ -13,6 +13,7 @@
 static const moeq__engine_table *const k_tables[] = {
     &moeq__engine_sglang_d315eb725,
     &moeq__engine_sglang_eba6af385d,
+    &moeq__engine_vllm_003a19308,
 };
 
 uint32_t moeq__engine_table_count(void) {
@@ -359,14 +360,20 @@ static bool args_ok(const moeq__args_cond *c, const moeq_quant_args *a) {
     if (c->types && !((c->types >> a->type) & 1u)) return false;
     if (c->strategies && !((c->strategies >> a->strategy) & 1u)) return false;
     if (c->group_size && a->group_size != c->group_size) return false;
-    return tri_ok(c->symmetric, a->symmetric != 0) &&
-           tri_ok(c->dynamic, a->dynamic != MOEQ_DYNAMIC_FALSE) &&
-           tri_ok(c->actorder, a->actorder != MOEQ_ACTORDER_NONE);
+    if (c->group_multiple && (a->group_size <= 0 || a->group_size % c->group_multiple != 0)) {
+        return false;
+    }
+    bool actorder_ok = c->actorder == MOEQ__EC_GROUPLIKE ? moeq_actorder_is_group(a->actorder) != 0
+                       : c->actorder == MOEQ__EC_GROUP_WRITTEN
+                           ? a->actorder == MOEQ_ACTORDER_GROUP
+                           : tri_ok(c->actorder, a->actorder != MOEQ_ACTORDER_NONE);
+    return actorder_ok && tri_ok(c->symmetric, a->symmetric != 0) &&
+           tri_ok(c->dynamic, a->dynamic != MOEQ_DYNAMIC_FALSE);
 }
 
 static bool cond_empty(const moeq__args_cond *c) {
     return !c->bits && !c->types && !c->strategies && !c->symmetric && !c->dynamic &&
-           !c->group_size && !c->actorder;
+           !c->group_size && !c->group_multiple && !c->actorder;
 }
 
 static bool row_ok(const moeq__engine *e, const moeq__engine_row *r, int32_t stage,
@@ -574,6 +581,9 @@ void moeq__engine_verdict_error(const moeq__engine_verdict *v, const char *prefi
         } else if (strncmp(p, "{A}", 3) == 0) {
             repr_args(sb, eg ? eg->a : NULL);
             p += 3;
+        } else if (strncmp(p, "{bits}", 6) == 0) {
+            moeq__sb_printf(sb, "%d", eg && eg->w ? (int)eg->w->num_bits : 0);
+            p += 6;
         } else if (strncmp(p, "{fmt}", 5) == 0) {
             const char *f = moeq_format_name(e->cfg->format);
             moeq__sb_puts(sb, f[0] ? f : "None");

@@ -24,6 +24,8 @@
 /* Tri-state condition: 0 = any (so that designated initializers leave the
  * fields a row does not test at "any"). */
 enum { MOEQ__EC_ANY = 0, MOEQ__EC_YES = 1, MOEQ__EC_NO = 2 };
+/* actorder only: written "group" or its alias "dynamic"; written "group". */
+enum { MOEQ__EC_GROUPLIKE = 3, MOEQ__EC_GROUP_WRITTEN = 4 };
 
 /* Platforms and MoE runner backends a table can distinguish (bit masks of
  * these values in rows; 0 = any). */
@@ -54,7 +56,8 @@ typedef struct moeq__args_cond {
     int32_t symmetric;   /* MOEQ__EC_* */
     int32_t dynamic;     /* MOEQ__EC_*: YES = truthy (true or "local") */
     int32_t group_size;  /* 0 any, else must equal (-1: channel) */
-    int32_t actorder;    /* MOEQ__EC_*: YES = any actorder set */
+    int32_t group_multiple; /* 0 any, else group_size > 0 and a multiple of it */
+    int32_t actorder;    /* MOEQ__EC_*: YES = any actorder set, GROUPLIKE, GROUP_WRITTEN */
 } moeq__args_cond;
 
 /* Where a row applies. */
@@ -92,7 +95,7 @@ typedef struct moeq__engine_row {
     const char *exception; /* RAISE: "KeyError", ... */
     /* RAISE: the message; {W} and {A} stand for the weight/input args as
      * pydantic prints them, {fmt} for the top-level format, {name} for the
-     * probed projection name. */
+     * probed projection name, {bits} for the weights' num_bits. */
     const char *message;
     int32_t moeq_scheme; /* the moeq scheme the class corresponds to; -1 none */
 } moeq__engine_row;

@@ -86,6 +86,7 @@ typedef struct inspect {
     const moeq_select_options *so;
     moeq_error *err;
     moeq__match_scratch *scratch;
+    moeq__engine *engine; /* opts->engine, prepared for cfg; NULL when not asked */
     uint32_t flags; /* moeq_config_dequant_flags */
     const moeq_quant_args *kv;
 
@@ -653,6 +654,13 @@ static moeq_status plan_rows(inspect *in) {
     qsort(in->rows, in->n_rows, sizeof *in->rows, cmp_rows);
     for (uint32_t r = 0; r < in->n_rows; r++) {
         moeq__plan_row *row = &in->rows[r];
+        row->engine.engine = in->engine;
+        if (in->engine && row->kind == MOEQ__ROW_MOE) {
+            moeq_status st = moeq__engine_judge(in->engine, in->scratch, row->name, row->name_len,
+                                                &row->res, row->scheme, row->error != NULL,
+                                                &row->engine, in->err);
+            if (st != MOEQ_STATUS_OK) return st;
+        }
         if (row->warning) in->sum.warnings++;
         if (row->kind != MOEQ__ROW_MOE) {
             int64_t mi = find_module(in, row->name, row->name_len);
@@ -1197,6 +1205,7 @@ static moeq_status emit(inspect *in, moeq_write_fn write, void *user) {
         moeq__plan_json pj;
         memset(&pj, 0, sizeof pj);
         pj.cfg = in->cfg;
+        pj.engine = in->engine;
         char **wj = NULL, **ij = NULL;
         st = moeq__plan_args_json(in->cfg, &wj, &ij);
         if (st == MOEQ_STATUS_OK) {
@@ -1276,6 +1285,7 @@ static void free_inspect(inspect *in) {
     free_list(&in->missing);
     free_list(&in->errors);
     moeq__match_scratch_destroy(in->scratch);
+    moeq__engine_destroy(in->engine);
 }
 
 moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ckpt,
@@ -1312,6 +1322,9 @@ moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ck
     in.n_tensors = (uint32_t)n;
     in.sum.tensors = n;
     moeq_status st = moeq__match_scratch_create(cfg->matcher, &in.scratch, err);
+    if (st == MOEQ_STATUS_OK && opts && opts->engine) {
+        st = moeq__engine_create(opts->engine, cfg, &in.engine, err);
+    }
     if (st == MOEQ_STATUS_OK) st = collect_modules(&in);
     if (st == MOEQ_STATUS_OK) st = classify(&in);
     if (st == MOEQ_STATUS_OK) st = plan_rows(&in);

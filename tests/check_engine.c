@@ -397,6 +397,101 @@ START_TEST(test_engine_plan) {
 }
 END_TEST
 
+/* Every synth preset: written small, inspected with each engine; every MoE
+ * row carries exactly one of a class and an exception.  The first MoE
+ * row's verdict is printed (ctest -V shows the whole matrix). */
+static const char *const k_engines[] = {"sglang", "sglang@eba6af385d", "vllm",
+                                        "sglang:sm100,flashinfer_trtllm"};
+
+/* What the first MoE layer of each preset gets, per engine of k_engines
+ * (NULL: only checked for being one class or one exception). */
+static const struct {
+    const char *preset;
+    const char *want[4];
+} k_preset_wants[] = {
+    {"glm-mini", {"CompressedTensorsWNA16MoE", "KeyError: 'Linear'",
+                  "CompressedTensorsWNA16MarlinMoEMethod", NULL}},
+    {"w4a16-asym-actorder", {"CompressedTensorsWNA16MoE", "AttributeError: 'NoneType'",
+                             "AssertionError: Only symmetric", NULL}},
+    {"w8a8-int8", {"NotImplementedError: The W8A8Int8", NULL, "CompressedTensorsW8A8Int8MoEMethod",
+                   NULL}},
+    {"w8a8-int8-static", {"RuntimeError: Unsupported FusedMoe scheme", NULL,
+                          "RuntimeError: Unsupported FusedMoe scheme", NULL}},
+    {"w4a8-int8", {"NotImplementedError: The W4A8Int8", NULL, "CompressedTensorsW4A8Fp8MoEMethod",
+                   NULL}},
+    {"w4a8-fp8", {"NotImplementedError: The W4A8Int8", NULL, "CompressedTensorsW4A8Fp8MoEMethod",
+                  NULL}},
+    {"nvfp4-w4a16", {"AttributeError: 'NoneType'", NULL, "CompressedTensorsW4A4Nvfp4MoEMethod",
+                     NULL}},
+    {"nvfp4-w4a4", {"ValueError: Current platform does not support NVFP4", NULL,
+                    "CompressedTensorsW4A4Nvfp4MoEMethod", "CompressedTensorsW4A4Nvfp4MoE"}},
+    {"mxfp4", {"Mxfp4MoEMethod", "ValueError: ('For Fused MoE layers",
+               "CompressedTensorsW4A4Mxfp4MoEMethod", "Mxfp4MoEMethod"}},
+    {"mxint4-g32", {"CompressedTensorsWNA16MoE", NULL, "CompressedTensorsWNA16MarlinMoEMethod",
+                    "CompressedTensorsMxInt4MoE"}},
+    {"unquantized", {"UnquantizedFusedMoEMethod", NULL, "UnquantizedFusedMoEMethod", NULL}},
+};
+
+START_TEST(test_engine_synth_presets) {
+    const char *preset = moeq_synth_preset_name((uint32_t)_i);
+    ck_assert_ptr_nonnull(preset);
+    char dir[64];
+    moeq_test_mkdtemp(dir, sizeof dir, "moeq_engine");
+    moeq_error err;
+    moeq_synth_layout L;
+    ck_assert_ok(moeq_synth_preset(preset, &L, &err), &err);
+    L.num_layers = L.first_dense_layers + 2;
+    L.num_experts = 4;
+    L.top_k = 2;
+    ck_assert_ok(moeq_synth_write(&L, dir, &err), &err);
+    moeq_config *cfg = NULL;
+    ck_assert_ok(moeq_config_load(dir, NULL, &cfg, &err), &err);
+    moeq_checkpoint *ck = NULL;
+    ck_assert_ok(moeq_checkpoint_open(dir, &ck, &err), &err);
+    for (size_t k = 0; k < MOEQ__ARRAY_LEN(k_engines); k++) {
+        moeq_inspect_options o = {NULL, NULL, 1, 1, k_engines[k]};
+        char *text = NULL;
+        moeq_inspect_summary sum;
+        ck_assert_ok(moeq_inspect(cfg, ck, &o, &text, &sum, &err), &err);
+        ck_assert_uint_gt(sum.moe_layers, 0);
+        uint64_t moe_rows = 0;
+        const char *first = NULL;
+        for (const char *line = text; (line = strstr(line, "\n{\"layer\":")) != NULL; line++) {
+            const char *end = strchr(line + 1, '\n');
+            size_t len = end ? (size_t)(end - line) : strlen(line);
+            char *row = strndup(line + 1, len - 1);
+            ck_assert_ptr_nonnull(strstr(row, "\"engine\":\""));
+            if (strstr(row, "\"kind\":\"moe\"")) {
+                moe_rows++;
+                bool cls = strstr(row, "\"engine_scheme\":null") == NULL;
+                bool exc = strstr(row, "\"engine_error\":null") == NULL;
+                ck_assert_msg(cls != exc, "%s/%s: %s", preset, k_engines[k], row);
+                if (!first) first = line + 1;
+            } else {
+                ck_assert_ptr_nonnull(strstr(row, "\"engine_scheme\":null,\"engine_error\":null"));
+            }
+            free(row);
+        }
+        ck_assert_uint_eq(moe_rows, sum.moe_layers);
+        const char *v = strstr(first, "\"engine_scheme\"");
+        const char *e = strstr(first, ",\"kind\"");
+        printf("%-24s %-34s %.*s\n", preset, k_engines[k], (int)(e - v), v);
+        for (size_t w = 0; w < MOEQ__ARRAY_LEN(k_preset_wants); w++) {
+            const char *want = k_preset_wants[w].want[k];
+            if (strcmp(k_preset_wants[w].preset, preset) != 0 || !want) continue;
+            char *row = strndup(v, (size_t)(e - v));
+            ck_assert_msg(strstr(row, want) != NULL, "%s/%s: want \"%s\", got %s", preset,
+                          k_engines[k], want, row);
+            free(row);
+        }
+        moeq_free(text);
+    }
+    moeq_checkpoint_close(ck);
+    moeq_config_destroy(cfg);
+    moeq_test_rmtree(dir);
+}
+END_TEST
+
 static Suite *engine_suite(void) {
     Suite *s = suite_create("engine");
     TCase *tc = tcase_create("core");
@@ -405,6 +500,10 @@ static Suite *engine_suite(void) {
     tcase_add_loop_test(tc, test_engine_bad_specs, 0, (int)MOEQ__ARRAY_LEN(k_bad_specs));
     tcase_add_test(tc, test_engine_labels);
     tcase_add_test(tc, test_engine_plan);
+    uint32_t n_presets = 0;
+    while (moeq_synth_preset_name(n_presets)) n_presets++;
+    tcase_add_loop_test(tc, test_engine_synth_presets, 0, (int)n_presets);
+    tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -550,6 +550,9 @@ typedef struct moeq_inspect_options {
      * module is validated as moeq_dequantize would (headers, scales, zero
      * points, g_idx, FP8 codes), without dequantizing it. */
     int32_t names_only;
+    /* NULL, or an engine spec as in moeq_plan_options.engine: MoE rows also
+     * say what that engine's MoE dispatch would build or raise. */
+    const char *engine;
 } moeq_inspect_options;
 
 /* Counts of one inspection. */

@@ -227,6 +227,7 @@ class moeq_inspect_options(ctypes.Structure):
         ("select", ctypes.POINTER(moeq_select_options)),
         ("json", ctypes.c_int32),
         ("names_only", ctypes.c_int32),
+        ("engine", ctypes.c_char_p),
     ]
 
 

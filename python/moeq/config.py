@@ -396,9 +396,7 @@ class Config(Owner):
         popts.json = 1 if json else 0
         popts.threads = int32(threads, "threads")
         if engine is not None:
-            if not isinstance(engine, str):
-                raise TypeError("engine must be a str such as \"sglang@d315eb725\"")
-            popts.engine = engine.encode("utf-8")
+            popts.engine = _engine_spec(engine)
         out = ctypes.c_void_p()
         errors = ctypes.c_uint32()
         _errors.call(lib.moeq_plan, h.ptr, data, len(data), ctypes.byref(popts),
@@ -411,14 +409,21 @@ class Config(Owner):
         return _json.loads(result) if json else result
 
 
+def _engine_spec(engine):
+    if not isinstance(engine, str):
+        raise TypeError("engine must be a str such as \"sglang@d315eb725\"")
+    return engine.encode("utf-8")
+
+
 def inspect(config, checkpoint, json=True, names_only=False, precedence="ct", fused=None,
-            platform="cpu", prefer_mxint4=False):
+            platform="cpu", prefer_mxint4=False, engine=None):
     """moeq_inspect: plans a checkpoint's modules against `config` and accounts
     for every tensor -> (report, summary).
 
     report: the dict `moeq inspect --json` prints (json=True) or the text
     report; summary: counts (tensors, modules, moe_layers, unconsumed,
-    missing, errors, ...)."""
+    missing, errors, ...).  `engine` as in Config.plan: MoE rows also say
+    what that engine's dispatch would build or raise."""
     h = config._live()
     ck = checkpoint._live()
     ropts, keep = _resolve_options(precedence, fused)
@@ -428,6 +433,8 @@ def inspect(config, checkpoint, json=True, names_only=False, precedence="ct", fu
     opts.select = ctypes.pointer(sopts)
     opts.json = 1 if json else 0
     opts.names_only = 1 if names_only else 0
+    if engine is not None:
+        opts.engine = _engine_spec(engine)
     out = ctypes.c_void_p()
     summary = moeq_inspect_summary()
     _errors.call(lib.moeq_inspect, h.ptr, ck.ptr, ctypes.byref(opts), ctypes.byref(out),

@@ -102,6 +102,7 @@ int main(void) {
     S(moeq_inspect_options);
     F(moeq_inspect_options, resolve); F(moeq_inspect_options, select);
     F(moeq_inspect_options, json); F(moeq_inspect_options, names_only);
+    F(moeq_inspect_options, engine);
     end();
     S(moeq_synth_group);
     F(moeq_synth_group, name); F(moeq_synth_group, n_targets); F(moeq_synth_group, targets);

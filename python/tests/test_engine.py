@@ -140,3 +140,30 @@ def test_vllm_reads_the_group_format():
     assert vllm["engine_differs"] == []
     assert sglang["engine_error"].startswith("ValueError: ('For Fused MoE layers, only ', "
                                              "'pack-quantized '")
+
+
+@pytest.mark.parametrize("preset", [name for name, _ in moeq.synth_presets()])
+def test_inspect_gives_every_synth_preset_a_verdict(preset, tmp_path):
+    moeq.synth_write(tmp_path, preset, num_experts=4, top_k=2)
+    with moeq.Config.load(str(tmp_path)) as cfg, moeq.Checkpoint(str(tmp_path)) as ck:
+        for engine in ("sglang", "sglang@eba6af385d", "vllm"):
+            report, summary = moeq.inspect(cfg, ck, names_only=True, engine=engine)
+            moe = [m for m in report["modules"] if m["kind"] == "moe"]
+            assert len(moe) == summary["moe_layers"] > 0
+            for m in moe:
+                assert m["engine"].startswith(engine.split(":")[0])
+                assert (m["engine_scheme"] is None) != (m["engine_error"] is None), m
+            for m in report["modules"]:
+                if m["kind"] != "moe":
+                    assert m["engine_scheme"] is None and m["engine_differs"] == []
+
+
+def test_inspect_predicts_the_w4a8_seed_failure(tmp_path):
+    moeq.synth_write(tmp_path, "w4a8-int8", num_experts=4, top_k=2)
+    with moeq.Config.load(str(tmp_path)) as cfg, moeq.Checkpoint(str(tmp_path)) as ck:
+        report, _ = moeq.inspect(cfg, ck, names_only=True, engine="sglang@d315eb725")
+        text, _ = moeq.inspect(cfg, ck, json=False, names_only=True, engine="sglang")
+    moe = [m for m in report["modules"] if m["kind"] == "moe"]
+    assert all(m["engine_error"].startswith("NotImplementedError: The W4A8Int8") for m in moe)
+    assert all(m["engine_differs"] == ["error"] and m["scheme"] == "w4a8_int8" for m in moe)
+    assert "engine sglang@d315eb725:sm90,auto" in text

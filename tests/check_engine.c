@@ -138,7 +138,8 @@ static const engine_case k_cases[] = {
     {k_w4afp8_linear, MLP, "sglang@eba6af385d", "CompressedTensorsWNA16MoE", "scheme"},
     /* INT8 W8A8: NPU only. */
     {k_w8a8_int, MLP, "sglang", "NotImplementedError: The W8A8Int8 Fused MoE scheme", "error"},
-    {k_w8a8_int, MLP, "sglang:npu", "NPUCompressedTensorsW8A8Int8DynamicMoE", "scheme"},
+    /* NPU classes compare equal to moeq's scheme of the same computation. */
+    {k_w8a8_int, MLP, "sglang:npu", "NPUCompressedTensorsW8A8Int8DynamicMoE", ""},
     {k_int8_static_tensor, MLP, "sglang", "RuntimeError: Unsupported FusedMoe scheme: num_bits=8 "
      "type='int' symmetric=True group_size=None strategy='tensor'", "error"},
     /* FP8. */
@@ -156,7 +157,7 @@ static const engine_case k_cases[] = {
     {k_asym_wna16, MLP, "sglang@eba6af385d", "AttributeError: 'NoneType'", "error"},
     {k_int3, MLP, "sglang", "ValueError: ('For Fused MoE layers", "error"},
     /* WNA16 on NPU: 4-bit symmetric only, the rest silently unquantized. */
-    {k_int4_g32, MLP, "sglang:npu", "NPUCompressedTensorsW4A16Int4DynamicMoE", "scheme"},
+    {k_int4_g32, MLP, "sglang:npu", "NPUCompressedTensorsW4A16Int4DynamicMoE", ""},
     {k_asym_wna16, MLP, "sglang:npu", "UnquantizedFusedMoEMethod", "unquantized"},
     /* Mixed-precision top-level format: the WNA16 constructor reads it. */
     {k_mixed_wna16, MLP, "sglang", "ValueError: ('For Fused MoE layers, only ', 'pack-quantized '",
@@ -363,6 +364,55 @@ START_TEST(test_engine_labels) {
 }
 END_TEST
 
+/* The public API: the list of versions and moeq_engine_judge. */
+START_TEST(test_engine_public_api) {
+    ck_assert_uint_eq(moeq_engine_count(), moeq__engine_table_count());
+    ck_assert_str_eq(moeq_engine_name(0), "sglang@d315eb725");
+    ck_assert_ptr_nonnull(strstr(moeq_engine_summary(0), "2026-08-22"));
+    for (uint32_t i = 0; i < moeq_engine_count(); i++) {
+        const moeq__engine_table *t = moeq__engine_table_at(i);
+        char want[64];
+        snprintf(want, sizeof want, "%s@%s", t->engine, t->commit);
+        ck_assert_str_eq(moeq_engine_name(i), want);
+    }
+    ck_assert_ptr_null(moeq_engine_name(moeq_engine_count()));
+    ck_assert_ptr_null(moeq_engine_summary(moeq_engine_count()));
+
+    moeq_config *cfg = load(k_w4afp8_regex);
+    moeq_engine_verdict v;
+    moeq_error err;
+    ck_assert_ok(moeq_engine_judge(cfg, "sglang", MLP, 8, NULL, NULL, NULL, &v, &err), &err);
+    ck_assert_str_eq(v.engine, "sglang@d315eb725:sm90,auto");
+    ck_assert_str_eq(v.scheme, "");
+    ck_assert_str_eq(v.error, "KeyError: 'Linear'");
+    ck_assert_ptr_nonnull(strstr(v.branch, "Linear"));
+    ck_assert_int_eq(v.group_index, 0);
+    ck_assert_uint_eq(v.differs, MOEQ_ENGINE_DIFFERS_ERROR);
+    ck_assert_int_eq(v.moeq_scheme, MOEQ_SCHEME_W4A8_FP8);
+    ck_assert_ok(moeq_engine_judge(cfg, "vllm", MLP, 8, NULL, NULL, NULL, &v, &err), &err);
+    ck_assert_str_eq(v.scheme, "CompressedTensorsW4A8Fp8MoEMethod");
+    ck_assert_str_eq(v.error, "");
+    ck_assert_uint_eq(v.differs, 0);
+    /* Engines probe gate_proj/up_proj/down_proj whatever the model calls them. */
+    const char *proj[3] = {"w1", "w3", "w2"};
+    ck_assert_ok(moeq_engine_judge(cfg, "vllm", "model.layers.3.block_sparse_moe", 4, proj, NULL,
+                                   NULL, &v, &err),
+                 &err);
+    ck_assert_str_eq(v.error, "ValueError: Unable to find matching target for "
+                              "model.layers.3.block_sparse_moe.0.gate_proj in the "
+                              "compressed-tensors config.");
+    ck_assert_int_eq(moeq_engine_judge(cfg, "sglang@ffff", MLP, 8, NULL, NULL, NULL, &v, &err),
+                     MOEQ_STATUS_INVALID_ARG);
+    ck_assert_int_eq(moeq_engine_judge(cfg, "sglang", MLP, 0, NULL, NULL, NULL, &v, &err),
+                     MOEQ_STATUS_INVALID_ARG);
+    ck_assert_int_eq(moeq_engine_judge(NULL, "sglang", MLP, 8, NULL, NULL, NULL, &v, &err),
+                     MOEQ_STATUS_INVALID_ARG);
+    ck_assert_int_eq(moeq_engine_judge(cfg, "sglang", MLP, 8, NULL, NULL, NULL, NULL, &err),
+                     MOEQ_STATUS_INVALID_ARG);
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
 /* moeq_plan with an engine: the JSON keys and the table's ENGINE column. */
 START_TEST(test_engine_plan) {
     moeq_config *cfg = load(k_w4afp8_regex);
@@ -500,6 +550,7 @@ static Suite *engine_suite(void) {
     tcase_add_loop_test(tc, test_engine_bad_specs, 0, (int)MOEQ__ARRAY_LEN(k_bad_specs));
     tcase_add_test(tc, test_engine_labels);
     tcase_add_test(tc, test_engine_plan);
+    tcase_add_test(tc, test_engine_public_api);
     uint32_t n_presets = 0;
     while (moeq_synth_preset_name(n_presets)) n_presets++;
     tcase_add_loop_test(tc, test_engine_synth_presets, 0, (int)n_presets);

@@ -231,6 +231,19 @@ class moeq_inspect_options(ctypes.Structure):
     ]
 
 
+class moeq_engine_verdict(ctypes.Structure):
+    _fields_ = [
+        ("engine", ctypes.c_char * 128),
+        ("scheme", ctypes.c_char * 128),
+        ("error", ctypes.c_char * MOEQ_ERROR_MESSAGE_SIZE),
+        ("branch", ctypes.c_char * 128),
+        ("group_index", ctypes.c_int32),
+        ("args_group_index", ctypes.c_int32),
+        ("differs", ctypes.c_uint32),
+        ("moeq_scheme", ctypes.c_int32),
+    ]
+
+
 class moeq_inspect_summary(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "tensors", "modules", "moe_layers", "expert_modules", "quantized", "ignored",
@@ -288,7 +301,7 @@ STRUCTS = {
         moeq_resolve_options, moeq_resolution, moeq_select_options, moeq_selection,
         moeq_plan_options, moeq_tensor, moeq_route_config, moeq_moe_config, moeq_param,
         moeq_ctx_options, moeq_inspect_options, moeq_inspect_summary, moeq_synth_group,
-        moeq_synth_layout,
+        moeq_synth_layout, moeq_engine_verdict,
     )
 }
 
@@ -427,6 +440,14 @@ PROTOTYPES = {
     "moeq_inspect": (
         _st, [_h, _h, ctypes.POINTER(moeq_inspect_options), _hp,
               ctypes.POINTER(moeq_inspect_summary), _e], True),
+    # engine dispatch models
+    "moeq_engine_count": (_u32, [], True),
+    "moeq_engine_name": (_s, [_u32], True),
+    "moeq_engine_summary": (_s, [_u32], True),
+    "moeq_engine_judge": (
+        _st, [_h, _s, _s, _u32, ctypes.POINTER(ctypes.c_char_p),
+              ctypes.POINTER(moeq_resolve_options), ctypes.POINTER(moeq_select_options),
+              ctypes.POINTER(moeq_engine_verdict), _e], True),
 }
 
 

@@ -8,7 +8,8 @@ from . import _errors
 from ._core import (ACTORDERS, Handle, Owner, SCHEMES, STRATEGIES, c_list, cstr, dtype_name,
                     format_name, int32, lookup, name_of, text)
 from ._lib import (lib, moeq_config_options, moeq_fused_name, moeq_group_view,
-                   moeq_inspect_options, moeq_inspect_summary, moeq_plan_options,
+                   moeq_engine_verdict, moeq_inspect_options, moeq_inspect_summary,
+                   moeq_plan_options,
                    moeq_quant_args, moeq_resolution, moeq_resolve_options, moeq_select_options,
                    moeq_selection)
 
@@ -370,6 +371,39 @@ class Config(Owner):
             raise TypeError("resolution must come from this config's resolve/resolve_moe")
         return select(resolution, layer=layer, platform=platform, prefer_mxint4=prefer_mxint4)
 
+    def engine_verdict(self, prefix, num_experts, engine="sglang", proj_names=None,
+                       precedence="ct", fused=None, platform="cpu", prefer_mxint4=False):
+        """What `engine` ("sglang", "sglang@eba6af385d", "vllm:sm100", ...) would do with
+        the MoE layer `prefix` (moeq_engine_judge) -> dict with keys engine, scheme (the
+        class it builds, or None), error ("Type: message", or None), branch (the table
+        row), group and args_group (names or None), differs (words, [] when the engine
+        agrees with moeq) and moeq_scheme (moeq's own choice, None when it fails)."""
+        h = self._live()
+        ropts, keep = _resolve_options(precedence, fused)
+        sopts = _select_options(platform, prefer_mxint4)
+        projs = _proj_array(proj_names)
+        out = moeq_engine_verdict()
+        _errors.call(lib.moeq_engine_judge, h.ptr, _engine_spec(engine), cstr(prefix, "prefix"),
+                     int32(num_experts, "num_experts", unsigned=True), projs, ropts,
+                     ctypes.byref(sopts), ctypes.byref(out))
+        del keep
+        groups = [g["name"] for g in self.groups]
+
+        def group(i):
+            return groups[i] if i >= 0 else None
+
+        return {
+            "engine": out.engine.decode(),
+            "scheme": out.scheme.decode() or None,
+            "error": out.error.decode("utf-8", "replace") or None,
+            "branch": out.branch.decode(),
+            "group": group(out.group_index),
+            "args_group": group(out.args_group_index),
+            "differs": [w for bit, w in enumerate(ENGINE_DIFFERS) if out.differs >> bit & 1],
+            "moeq_scheme": lib.moeq_scheme_name(out.moeq_scheme).decode()
+            if out.moeq_scheme >= 0 else None,
+        }
+
     def plan(self, lines, json=True, threads=1, precedence="ct", fused=None, platform="cpu",
              prefer_mxint4=False, engine=None):
         """Plans layer lines: "NAME" or "NAME moe N [GATE,UP,DOWN]".
@@ -451,6 +485,17 @@ def inspect(config, checkpoint, json=True, names_only=False, precedence="ct", fu
 def dequant_flags(config):
     """moeq_config_dequant_flags: the flags dequantize() needs for this config's checkpoints."""
     return config.dequant_flags
+
+
+# The words of moeq_engine_verdict.differs, bit by bit (as `plan --json` writes them).
+ENGINE_DIFFERS = ("error", "scheme", "group", "unquantized", "quantized", "args", "moeq_fails")
+
+
+def engines():
+    """[(name, summary)] of the modelled engine versions ("sglang@d315eb725", ...),
+    newest first within an engine."""
+    return [(lib.moeq_engine_name(i).decode(), lib.moeq_engine_summary(i).decode())
+            for i in range(lib.moeq_engine_count())]
 
 
 def schemes():

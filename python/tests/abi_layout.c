@@ -104,6 +104,12 @@ int main(void) {
     F(moeq_inspect_options, json); F(moeq_inspect_options, names_only);
     F(moeq_inspect_options, engine);
     end();
+    S(moeq_engine_verdict);
+    F(moeq_engine_verdict, engine); F(moeq_engine_verdict, scheme); F(moeq_engine_verdict, error);
+    F(moeq_engine_verdict, branch); F(moeq_engine_verdict, group_index);
+    F(moeq_engine_verdict, args_group_index); F(moeq_engine_verdict, differs);
+    F(moeq_engine_verdict, moeq_scheme);
+    end();
     S(moeq_synth_group);
     F(moeq_synth_group, name); F(moeq_synth_group, n_targets); F(moeq_synth_group, targets);
     F(moeq_synth_group, weights); F(moeq_synth_group, input_activations);

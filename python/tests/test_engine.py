@@ -167,3 +167,35 @@ def test_inspect_predicts_the_w4a8_seed_failure(tmp_path):
     assert all(m["engine_error"].startswith("NotImplementedError: The W4A8Int8") for m in moe)
     assert all(m["engine_differs"] == ["error"] and m["scheme"] == "w4a8_int8" for m in moe)
     assert "engine sglang@d315eb725:sm90,auto" in text
+
+
+def test_engines_lists_the_modelled_versions():
+    names = [name for name, _ in moeq.engines()]
+    assert names[:2] == ["sglang@d315eb725", "sglang@eba6af385d"]
+    assert "vllm@003a19308" in names
+    assert all(summary for _, summary in moeq.engines())
+
+
+@pytest.mark.parametrize("make,engine,error", SEEDS)
+def test_engine_verdict_matches_the_plan(make, engine, error):
+    with make() as cfg:
+        v = cfg.engine_verdict("model.layers.3.mlp.experts", 8, engine=engine)
+        row = moe_row(cfg, engine)
+    assert error in v["error"] and v["scheme"] is None
+    assert (v["engine"], v["error"], v["group"], v["differs"]) == (
+        row["engine"], row["engine_error"], row["engine_group"], row["engine_differs"])
+    assert v["moeq_scheme"] == row["scheme"]
+    assert v["branch"]
+
+
+def test_engine_verdict_linear_args_and_bad_input():
+    # W4AFP8 with a "Linear" target builds; its constructor reads the Linear group.
+    with config("pack-quantized", ["Linear"], int4(), FP8_TOKEN) as cfg:
+        v = cfg.engine_verdict("model.layers.3.mlp.experts", 8)
+        assert (v["scheme"], v["error"], v["args_group"], v["differs"]) == (
+            "CompressedTensorsW4AFP8MoE", None, "group_0", [])
+        assert v["moeq_scheme"] == "w4a8_fp8"
+        with pytest.raises(moeq.InvalidArgumentError, match="num_experts"):
+            cfg.engine_verdict("model.layers.3.mlp.experts", 0)
+        with pytest.raises(moeq.InvalidArgumentError, match="not modelled"):
+            cfg.engine_verdict("model.layers.3.mlp.experts", 8, engine="tensorrt-llm")

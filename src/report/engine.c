@@ -403,6 +403,17 @@ static const moeq__engine_row *first_row(const moeq__engine *e, int32_t stage,
 
 /* ---- judging ------------------------------------------------------------------ */
 
+/* Schemes that compute the same thing in another weight layout compare
+ * equal: SGLang's NPU classes against moeq's CPU choice and back. */
+static int32_t scheme_family(int32_t scheme) {
+    switch (scheme) {
+        case MOEQ_SCHEME_NPU_W8A8_INT8: return MOEQ_SCHEME_W8A8_INT8;
+        case MOEQ_SCHEME_NPU_W4A8_INT8: return MOEQ_SCHEME_W4A8_INT8;
+        case MOEQ_SCHEME_NPU_W4A16_INT4: return MOEQ_SCHEME_WNA16;
+        default: return scheme;
+    }
+}
+
 /* The group's args, as moeq reads them, are those of the moeq resolution. */
 static bool same_args(const moeq_config *cfg, int32_t g, const moeq_resolution *r) {
     if (g == r->group_index) return true;
@@ -436,7 +447,8 @@ static void set_differs(const moeq__engine *e, moeq__engine_verdict *v, const mo
         if (r->effect == MOEQ__EE_LINEAR_ARGS && !same_args(e->cfg, v->args_group, mres)) {
             v->differs |= MOEQ__ED_ARGS;
         }
-        if (r->moeq_scheme >= 0 && mscheme >= 0 && r->moeq_scheme != mscheme) {
+        if (r->moeq_scheme >= 0 && mscheme >= 0 &&
+            scheme_family(r->moeq_scheme) != scheme_family(mscheme)) {
             v->differs |= MOEQ__ED_SCHEME;
         }
     }

@@ -109,11 +109,12 @@ typedef enum moeq__eignore {
 
 /* One modelled engine version. */
 typedef struct moeq__engine_table {
+    const char *name;        /* "sglang@d315eb725": engine@commit */
     const char *engine;      /* "sglang", "vllm" */
     const char *commit;      /* short hash, as in --engine sglang@<commit> */
     const char *commit_full; /* the full hash read */
     const char *date;        /* commit date */
-    const char *read;        /* which files were read, one line */
+    const char *read;        /* the commit's date and which files were read, one line */
     int32_t ignore_rule;     /* moeq__eignore */
     /* 1: a group's own "format" is stored in its scheme dict and decides
      * whether its input args are kept; 0: only the top-level format counts. */
@@ -153,14 +154,15 @@ const char *moeq__engine_group_name(const moeq__engine *e, int32_t g);
 /* "sglang@d315eb725:sm90,auto" */
 const char *moeq__engine_label(const moeq__engine *e);
 
-/* Differences from moeq's own choice (bits of moeq__engine_verdict.differs). */
-#define MOEQ__ED_ERROR 0x1u       /* the engine raises */
-#define MOEQ__ED_SCHEME 0x2u      /* another scheme */
-#define MOEQ__ED_GROUP 0x4u       /* another group (different args) by precedence or probing */
-#define MOEQ__ED_UNQUANTIZED 0x8u /* the engine loads unquantized what moeq quantizes */
-#define MOEQ__ED_QUANTIZED 0x10u  /* the engine quantizes what moeq leaves unquantized */
-#define MOEQ__ED_ARGS 0x20u       /* the class is built with another group's args */
-#define MOEQ__ED_MOEQ_FAILS 0x40u /* moeq rejects the layer, the engine builds it */
+/* Differences from moeq's own choice (bits of moeq__engine_verdict.differs):
+ * the public MOEQ_ENGINE_DIFFERS_* values. */
+#define MOEQ__ED_ERROR MOEQ_ENGINE_DIFFERS_ERROR
+#define MOEQ__ED_SCHEME MOEQ_ENGINE_DIFFERS_SCHEME
+#define MOEQ__ED_GROUP MOEQ_ENGINE_DIFFERS_GROUP
+#define MOEQ__ED_UNQUANTIZED MOEQ_ENGINE_DIFFERS_UNQUANTIZED
+#define MOEQ__ED_QUANTIZED MOEQ_ENGINE_DIFFERS_QUANTIZED
+#define MOEQ__ED_ARGS MOEQ_ENGINE_DIFFERS_ARGS
+#define MOEQ__ED_MOEQ_FAILS MOEQ_ENGINE_DIFFERS_MOEQ_FAILS
 
 /* The verdict for one MoE layer. */
 typedef struct moeq__engine_verdict {

@@ -179,12 +179,14 @@ static const moeq__engine_row k_rows[] = {
 };
 
 const moeq__engine_table moeq__engine_sglang_d315eb725 = {
+    .name = "sglang@d315eb725",
     .engine = "sglang",
     .commit = "d315eb725",
     .commit_full = "d315eb725044e435b146c85488b7c6d9222f7fec",
     .date = "2026-08-22",
-    .read = "shared/spec/sglang-moe-dispatch.md (compressed_tensors.py get_quant_method, "
-            "get_moe_scheme, _is_* predicates; SCH/*_moe.py constructors)",
+    .read = "upstream main of 2026-08-22; read through shared/spec/sglang-moe-dispatch.md "
+            "(compressed_tensors.py get_quant_method, get_moe_scheme, the _is_* predicates; "
+            "schemes/*_moe.py constructors)",
     .ignore_rule = MOEQ__EI_SUFFIX,
     .group_format = 1,
     .fill_format = 0,

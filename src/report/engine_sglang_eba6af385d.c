@@ -154,12 +154,13 @@ static const moeq__engine_row k_rows[] = {
 };
 
 const moeq__engine_table moeq__engine_sglang_eba6af385d = {
+    .name = "sglang@eba6af385d",
     .engine = "sglang",
     .commit = "eba6af385d",
     .commit_full = "eba6af385d",
     .date = "2026-02-16",
-    .read = "shared/spec/sglang-moe-dispatch.md section 17 (the snapshot's chain less the "
-            "commits after eba6af385d)",
+    .read = "2026-02-16, the seed era (#17503); the d315eb725 chain less the later commits "
+            "listed in shared/spec/sglang-moe-dispatch.md section 17",
     .ignore_rule = MOEQ__EI_CONTAINS,
     .group_format = 0,
     .fill_format = 0,

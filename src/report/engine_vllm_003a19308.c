@@ -177,13 +177,14 @@ static const moeq__engine_row k_rows[] = {
 };
 
 const moeq__engine_table moeq__engine_vllm_003a19308 = {
+    .name = "vllm@003a19308",
     .engine = "vllm",
     .commit = "003a19308",
     .commit_full = "003a1930801d92fec3a2e519d3400a220681b19a",
     .date = "commit date not recorded",
-    .read = "compressed_tensors_moe.py at 003a1930801d (get_moe_method, constructors); "
-            "compressed_tensors.py of the same generation (predicates, from_config, "
-            "get_scheme_dict)",
+    .read = "compressed_tensors_moe.py at 003a1930801d (get_moe_method, the MoE method "
+            "constructors); compressed_tensors.py of the same generation (the _is_* "
+            "predicates, from_config, get_scheme_dict)",
     .ignore_rule = MOEQ__EI_EXACT,
     .group_format = 1,
     .fill_format = 1,

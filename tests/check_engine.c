@@ -9,6 +9,8 @@
 
 #include "report/engine.h"
 
+#include <dirent.h>
+
 /* Configs, as quantization_config blocks. */
 #define ARGS_INT4_G128 "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":128}"
 #define ARGS_INT4_G32 "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":32}"
@@ -542,6 +544,52 @@ START_TEST(test_engine_synth_presets) {
 }
 END_TEST
 
+/* Every config under tests/data/configs (the shared configs): each MoE line
+ * gets one verdict per modelled version, and a plan with threads gives the
+ * same text as one without. */
+START_TEST(test_engine_shared_configs) {
+    DIR *d = opendir(MOEQ_TEST_DATA_DIR "/configs");
+    ck_assert_ptr_nonnull(d);
+    const char *lines = "model.layers.3.mlp.experts moe 8\n"
+                        "model.layers.1.mlp.experts moe 8\n"
+                        "model.language_model.layers.1.mlp.experts moe 4\n"
+                        "model.layers.3.self_attn.o_proj\n";
+    uint32_t n_configs = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        size_t n = strlen(ent->d_name);
+        if (n < 6 || strcmp(ent->d_name + n - 5, ".json") != 0) continue;
+        moeq_config *cfg = load(ent->d_name);
+        n_configs++;
+        for (uint32_t i = 0; i < moeq_engine_count(); i++) {
+            moeq_plan_options po = {NULL, NULL, 1, 1, moeq_engine_name(i)};
+            char *one = NULL, *four = NULL;
+            uint32_t errors = 0;
+            moeq_error err;
+            ck_assert_ok(moeq_plan(cfg, lines, strlen(lines), &po, &one, &errors, &err), &err);
+            po.threads = 4;
+            ck_assert_ok(moeq_plan(cfg, lines, strlen(lines), &po, &four, &errors, &err), &err);
+            ck_assert_str_eq(one, four);
+            /* Three MoE rows with exactly one of a class and an exception. */
+            uint32_t judged = 0;
+            for (const char *p = one; (p = strstr(p, "\"engine_scheme\":")) != NULL; p++) {
+                bool cls = strncmp(p, "\"engine_scheme\":null", 20) != 0;
+                bool exc = strstr(p, "\"engine_error\":null") != strstr(p, "\"engine_error\":");
+                if (cls || exc) judged++;
+                ck_assert_msg(!(cls && exc), "%s %s", ent->d_name, moeq_engine_name(i));
+            }
+            ck_assert_msg(judged == 3, "%s under %s: %u MoE verdicts", ent->d_name,
+                          moeq_engine_name(i), judged);
+            moeq_free(one);
+            moeq_free(four);
+        }
+        moeq_config_destroy(cfg);
+    }
+    closedir(d);
+    ck_assert_uint_ge(n_configs, 7);
+}
+END_TEST
+
 static Suite *engine_suite(void) {
     Suite *s = suite_create("engine");
     TCase *tc = tcase_create("core");
@@ -551,6 +599,7 @@ static Suite *engine_suite(void) {
     tcase_add_test(tc, test_engine_labels);
     tcase_add_test(tc, test_engine_plan);
     tcase_add_test(tc, test_engine_public_api);
+    tcase_add_test(tc, test_engine_shared_configs);
     uint32_t n_presets = 0;
     while (moeq_synth_preset_name(n_presets)) n_presets++;
     tcase_add_loop_test(tc, test_engine_synth_presets, 0, (int)n_presets);

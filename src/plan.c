@@ -488,8 +488,19 @@ static void engine_line(moeq__sb *sb, const moeq__plan_row *ln) {
 }
 
 void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
-    enum { C_LAYER, C_KIND, C_STATUS, C_GROUP, C_FORMAT, C_SCHEME, C_ENGINE, C_WEIGHTS, C_INPUTS, NCOL };
-    static const char *const heads[NCOL] = {"LAYER",  "KIND",   "STATUS",  "GROUP",  "FORMAT",
+    enum {
+        C_LAYER,
+        C_KIND,
+        C_STATUS,
+        C_GROUP,
+        C_FORMAT,
+        C_SCHEME,
+        C_ENGINE,
+        C_WEIGHTS,
+        C_INPUTS,
+        NCOL
+    };
+    static const char *const heads[NCOL] = {"LAYER",  "KIND",   "STATUS",  "GROUP", "FORMAT",
                                             "SCHEME", "ENGINE", "WEIGHTS", "INPUTS"};
     const moeq__engine *engine = n ? rows[0].engine.engine : NULL;
     size_t width[NCOL];

@@ -29,7 +29,9 @@ typedef struct moeq__plan_row {
     int32_t scheme; /* MOE rows: the selected scheme, -1 when none */
     char *error;    /* NULL when fine */
     char *warning;  /* NULL when none */
-    moeq__engine_verdict engine; /* .engine NULL: no engine asked; .row NULL: not judged */
+    /* What an engine would do: .engine NULL when none was asked, .row NULL
+     * for rows it does not judge (linear layers). */
+    moeq__engine_verdict engine;
 } moeq__plan_row;
 
 /* "quantized", "ignored", "unmatched" or "error". */
@@ -48,9 +50,10 @@ void moeq__plan_json_args(moeq__sb *sb, const moeq_quant_args *a);
  * projections resolve a handful of ways).  One per thread. */
 typedef struct moeq__plan_json {
     const moeq_config *cfg;
-    const moeq__engine *engine; /* NULL: no engine keys */
     char *const *weights_json; /* [n_groups], shared between threads */
     char *const *input_json;
+    /* NULL: rows carry no engine keys. */
+    const moeq__engine *engine;
     struct {
         int32_t kind, status, group, ignore, scheme;
         uint32_t experts;

@@ -12,24 +12,37 @@
 #include <dirent.h>
 
 /* Configs, as quantization_config blocks. */
-#define ARGS_INT4_G128 "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":128}"
-#define ARGS_INT4_G32 "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":32}"
-#define ARGS_INT8_TOKEN "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"token\",\"dynamic\":true}"
-#define ARGS_FP8_TOKEN "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"token\",\"dynamic\":true}"
-#define ARGS_FP8_CHANNEL "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"channel\"}"
-#define ARGS_FP8_TENSOR "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor\"}"
-#define ARGS_NVFP4_W "{\"num_bits\":4,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor_group\",\"group_size\":16}"
-#define ARGS_NVFP4_A "{\"num_bits\":4,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor_group\",\"group_size\":16,\"dynamic\":\"local\"}"
+#define ARGS_INT4_G128                                                                             \
+    "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":"   \
+    "128}"
+#define ARGS_INT4_G32                                                                              \
+    "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":"   \
+    "32}"
+#define ARGS_INT8_TOKEN                                                                            \
+    "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"token\",\"dynamic\":true}"
+#define ARGS_FP8_TOKEN                                                                             \
+    "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"token\",\"dynamic\":"    \
+    "true}"
+#define ARGS_FP8_CHANNEL                                                                           \
+    "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"channel\"}"
+#define ARGS_FP8_TENSOR                                                                            \
+    "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor\"}"
+#define ARGS_NVFP4_W                                                                               \
+    "{\"num_bits\":4,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor_group\",\"group_" \
+    "size\":16}"
+#define ARGS_NVFP4_A                                                                               \
+    "{\"num_bits\":4,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor_group\",\"group_" \
+    "size\":16,\"dynamic\":\"local\"}"
 
-#define ONE_GROUP(fmt, targets, w, a, ignore)                                                   \
-    "{\"quant_method\":\"compressed-tensors\",\"format\":\"" fmt "\",\"config_groups\":{"      \
-    "\"group_0\":{\"targets\":" targets ",\"weights\":" w ",\"input_activations\":" a "}},"   \
+#define ONE_GROUP(fmt, targets, w, a, ignore)                                                      \
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"" fmt "\",\"config_groups\":{"          \
+    "\"group_0\":{\"targets\":" targets ",\"weights\":" w ",\"input_activations\":" a "}},"        \
     "\"ignore\":" ignore "}"
 
 /* The no-Linear WNA16 config of SGLang's own test (spec section 18). */
-static const char k_regex_wna16[] = ONE_GROUP("pack-quantized", "[\"re:.*mlp.experts.*\"]",
-                                              ARGS_INT4_G128, "null",
-                                              "[\"lm_head\",\"re:.*self_attn.*\",\"re:.*mlp.gate$\"]");
+static const char k_regex_wna16[] =
+    ONE_GROUP("pack-quantized", "[\"re:.*mlp.experts.*\"]", ARGS_INT4_G128, "null",
+              "[\"lm_head\",\"re:.*self_attn.*\",\"re:.*mlp.gate$\"]");
 /* Kimi-K2-style INT4 group-32 weight-only (MxInt4 under flashinfer_trtllm). */
 static const char k_int4_g32[] =
     ONE_GROUP("pack-quantized", "[\"Linear\"]", ARGS_INT4_G32, "null", "[\"lm_head\"]");
@@ -41,8 +54,9 @@ static const char k_w4a8_mixed[] =
     "\"group_0\":{\"targets\":[\"Linear\"],\"format\":\"int-quantized\",\"weights\":" ARGS_INT4_G128
     ",\"input_activations\":" ARGS_INT8_TOKEN "}},\"ignore\":[\"lm_head\"]}";
 /* W4AFP8 on the experts only (no "Linear" target), and with one. */
-static const char k_w4afp8_regex[] = ONE_GROUP("pack-quantized", "[\"re:.*mlp\\\\.experts\\\\..*\"]",
-                                               ARGS_INT4_G128, ARGS_FP8_TOKEN, "[\"lm_head\"]");
+static const char k_w4afp8_regex[] =
+    ONE_GROUP("pack-quantized", "[\"re:.*mlp\\\\.experts\\\\..*\"]", ARGS_INT4_G128, ARGS_FP8_TOKEN,
+              "[\"lm_head\"]");
 static const char k_w4afp8_linear[] =
     ONE_GROUP("pack-quantized", "[\"Linear\"]", ARGS_INT4_G128, ARGS_FP8_TOKEN, "[\"lm_head\"]");
 static const char k_w8a8_int[] =
@@ -60,18 +74,18 @@ static const char k_fp8_channel_static_tensor[] = ONE_GROUP(
     "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":\"tensor\"}", "[]");
 static const char k_nvfp4[] =
     ONE_GROUP("nvfp4-pack-quantized", "[\"Linear\"]", ARGS_NVFP4_W, ARGS_NVFP4_A, "[\"lm_head\"]");
-static const char k_int8_static_tensor[] = ONE_GROUP(
-    "int-quantized", "[\"Linear\"]",
-    "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"tensor\"}",
-    "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"tensor\"}", "[]");
-static const char k_asym_wna16[] = ONE_GROUP(
-    "pack-quantized", "[\"Linear\"]",
-    "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":false,\"strategy\":\"group\",\"group_size\":128}",
-    "null", "[]");
-static const char k_int3[] = ONE_GROUP(
-    "pack-quantized", "[\"Linear\"]",
-    "{\"num_bits\":3,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\",\"group_size\":128}",
-    "null", "[]");
+static const char k_int8_static_tensor[] =
+    ONE_GROUP("int-quantized", "[\"Linear\"]",
+              "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"tensor\"}",
+              "{\"num_bits\":8,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"tensor\"}", "[]");
+static const char k_asym_wna16[] = ONE_GROUP("pack-quantized", "[\"Linear\"]",
+                                             "{\"num_bits\":4,\"type\":\"int\",\"symmetric\":false,"
+                                             "\"strategy\":\"group\",\"group_size\":128}",
+                                             "null", "[]");
+static const char k_int3[] = ONE_GROUP("pack-quantized", "[\"Linear\"]",
+                                       "{\"num_bits\":3,\"type\":\"int\",\"symmetric\":true,"
+                                       "\"strategy\":\"group\",\"group_size\":128}",
+                                       "null", "[]");
 /* A plain ignore entry that is a substring of the expert names. */
 static const char k_ignore_substring[] =
     ONE_GROUP("pack-quantized", "[\"Linear\"]", ARGS_INT4_G128, "null", "[\"mlp.experts\"]");
@@ -94,8 +108,8 @@ static const char k_overlap[] =
  * says pack-quantized, the top level mixed-precision. */
 static const char k_mixed_wna16[] =
     "{\"quant_method\":\"compressed-tensors\",\"format\":\"mixed-precision\",\"config_groups\":{"
-    "\"dense\":{\"targets\":[\"re:.*self_attn.*\"],\"format\":\"float-quantized\",\"weights\":"
-    ARGS_FP8_CHANNEL ",\"input_activations\":" ARGS_FP8_TOKEN "},"
+    "\"dense\":{\"targets\":[\"re:.*self_attn.*\"],\"format\":\"float-quantized\","
+    "\"weights\":" ARGS_FP8_CHANNEL ",\"input_activations\":" ARGS_FP8_TOKEN "},"
     "\"experts\":{\"targets\":[\"re:.*mlp\\\\.experts.*\"],\"format\":\"pack-quantized\","
     "\"weights\":" ARGS_INT4_G128 "}}}";
 
@@ -107,7 +121,7 @@ typedef struct engine_case {
     const char *config; /* JSON, or a file under tests/data/configs when it ends in .json */
     const char *layer;  /* MoE prefix */
     const char *engine;
-    const char *want;   /* class name, or a substring of "Type: message" */
+    const char *want;    /* class name, or a substring of "Type: message" */
     const char *differs; /* the differs words ("" none) */
 } engine_case;
 
@@ -119,7 +133,8 @@ static const engine_case k_cases[] = {
     {k_regex_wna16, MLP, "sglang@eba6af385d", "KeyError: 'Linear'", "error"},
     {k_int4_g32, MLP, "sglang@eba6af385d:sm100,flashinfer_trtllm",
      "TypeError: Can't instantiate abstract class CompressedTensorsMxInt4MoE with abstract method "
-     "apply_weights", "error"},
+     "apply_weights",
+     "error"},
     /* Seed failures, snapshot: W4A8 int8 on CUDA, W4AFP8 without Linear. */
     {k_w4a8_int, MLP, "sglang@d315eb725",
      "NotImplementedError: The W4A8Int8 Fused MoE scheme is implemented only for NPU for now.",
@@ -142,8 +157,10 @@ static const engine_case k_cases[] = {
     {k_w8a8_int, MLP, "sglang", "NotImplementedError: The W8A8Int8 Fused MoE scheme", "error"},
     /* NPU classes compare equal to moeq's scheme of the same computation. */
     {k_w8a8_int, MLP, "sglang:npu", "NPUCompressedTensorsW8A8Int8DynamicMoE", ""},
-    {k_int8_static_tensor, MLP, "sglang", "RuntimeError: Unsupported FusedMoe scheme: num_bits=8 "
-     "type='int' symmetric=True group_size=None strategy='tensor'", "error"},
+    {k_int8_static_tensor, MLP, "sglang",
+     "RuntimeError: Unsupported FusedMoe scheme: num_bits=8 "
+     "type='int' symmetric=True group_size=None strategy='tensor'",
+     "error"},
     /* FP8. */
     {k_fp8_dynamic, MLP, "sglang", "CompressedTensorsW8A8Fp8MoE", ""},
     {k_fp8_channel_static_tensor, MLP, "sglang", "AssertionError", "error"},
@@ -180,7 +197,8 @@ static const engine_case k_cases[] = {
     /* Probing. */
     {k_attention_only, MLP, "sglang",
      "ValueError: Unable to find matching target for model.layers.3.mlp.experts.0.gate_proj in "
-     "the compressed-tensors config.", "error"},
+     "the compressed-tensors config.",
+     "error"},
     {k_split_projections, MLP, "sglang",
      "ValueError: All MoE projections need to have same quantization scheme but found multiple",
      "error"},
@@ -192,8 +210,8 @@ static const engine_case k_cases[] = {
     {k_regex_wna16, MLP, "vllm", "CompressedTensorsWNA16MarlinMoEMethod", ""},
     {k_regex_wna16, MLP, "vllm@003a1930801d:rocm", "CompressedTensorsWNA16MoEMethod", ""},
     {k_regex_wna16, MLP, "vllm:sm90,cutlass", "CompressedTensorsW4A16CutlassMoEMethod", ""},
-    {k_asym_wna16, MLP, "vllm",
-     "AssertionError: Only symmetric quantization is supported for MoE", "error"},
+    {k_asym_wna16, MLP, "vllm", "AssertionError: Only symmetric quantization is supported for MoE",
+     "error"},
     {k_asym_wna16, MLP, "vllm:rocm", "CompressedTensorsWNA16MoEMethod", ""},
     {k_int4_g32, MLP, "vllm:sm100,flashinfer_trtllm", "CompressedTensorsWNA16MarlinMoEMethod",
      "scheme"},
@@ -207,13 +225,15 @@ static const engine_case k_cases[] = {
      "error"},
     {k_w4a8_int, MLP, "vllm:cpu", "CompressedTensorsW4A8Int8MoEMethod", ""},
     {k_w4afp8_regex, MLP, "vllm", "CompressedTensorsW4A8Fp8MoEMethod", ""},
-    {k_w4afp8_regex, MLP, "vllm:sm100", "ValueError: CompressedTensorsW4A8Int8MoEMethod is CPU-only",
-     "error"},
+    {k_w4afp8_regex, MLP, "vllm:sm100",
+     "ValueError: CompressedTensorsW4A8Int8MoEMethod is CPU-only", "error"},
     {k_w8a8_int, MLP, "vllm", "CompressedTensorsW8A8Int8MoEMethod", ""},
     {k_int8_static_tensor, MLP, "vllm", "RuntimeError: Unsupported FusedMoe scheme", "error"},
     {k_fp8_dynamic, MLP, "vllm", "CompressedTensorsW8A8Fp8MoEMethod", ""},
-    {k_fp8_weight_only_tensor, MLP, "vllm", "AttributeError: 'NoneType' object has no attribute "
-     "'num_bits'", "error"},
+    {k_fp8_weight_only_tensor, MLP, "vllm",
+     "AttributeError: 'NoneType' object has no attribute "
+     "'num_bits'",
+     "error"},
     {k_nvfp4, MLP, "vllm", "CompressedTensorsW4A4Nvfp4MoEMethod", ""},
     {k_naive_int4, MLP, "vllm", "AssertionError", "error"},
     {k_naive_int4, MLP, "sglang", "ValueError: ('For Fused MoE layers", "error"},
@@ -284,8 +304,8 @@ START_TEST(test_engine_cases) {
     judge(c, got, sizeof got, differs, sizeof differs);
     ck_assert_msg(strstr(got, c->want) != NULL, "case %d (%s on %s): want \"%s\", got \"%s\"", _i,
                   c->engine, c->layer, c->want, got);
-    ck_assert_msg(strcmp(differs, c->differs) == 0, "case %d (%s): differs \"%s\", want \"%s\"",
-                  _i, c->engine, differs, c->differs);
+    ck_assert_msg(strcmp(differs, c->differs) == 0, "case %d (%s): differs \"%s\", want \"%s\"", _i,
+                  c->engine, differs, c->differs);
 }
 END_TEST
 
@@ -425,10 +445,11 @@ START_TEST(test_engine_plan) {
     moeq_error err;
     ck_assert_status(moeq_plan(cfg, lines, strlen(lines), &po, &text, &errors, &err), MOEQ_OK,
                      &err);
-    ck_assert_ptr_nonnull(strstr(text, "{\"layer\":\"model.layers.3.mlp.experts\",\"engine\":"
-                                       "\"sglang@d315eb725:sm90,auto\",\"engine_scheme\":null,"
-                                       "\"engine_error\":\"KeyError: 'Linear'\",\"engine_group\":"
-                                       "\"group_0\",\"engine_differs\":[\"error\"],\"kind\":\"moe\""));
+    ck_assert_ptr_nonnull(strstr(text,
+                                 "{\"layer\":\"model.layers.3.mlp.experts\",\"engine\":"
+                                 "\"sglang@d315eb725:sm90,auto\",\"engine_scheme\":null,"
+                                 "\"engine_error\":\"KeyError: 'Linear'\",\"engine_group\":"
+                                 "\"group_0\",\"engine_differs\":[\"error\"],\"kind\":\"moe\""));
     ck_assert_ptr_nonnull(strstr(text, "{\"layer\":\"model.layers.3.self_attn.o_proj\",\"engine\":"
                                        "\"sglang@d315eb725:sm90,auto\",\"engine_scheme\":null,"
                                        "\"engine_error\":null,\"engine_group\":null,"
@@ -461,26 +482,32 @@ static const struct {
     const char *preset;
     const char *want[4];
 } k_preset_wants[] = {
-    {"glm-mini", {"CompressedTensorsWNA16MoE", "KeyError: 'Linear'",
-                  "CompressedTensorsWNA16MarlinMoEMethod", NULL}},
-    {"w4a16-asym-actorder", {"CompressedTensorsWNA16MoE", "AttributeError: 'NoneType'",
-                             "AssertionError: Only symmetric", NULL}},
-    {"w8a8-int8", {"NotImplementedError: The W8A8Int8", NULL, "CompressedTensorsW8A8Int8MoEMethod",
-                   NULL}},
-    {"w8a8-int8-static", {"RuntimeError: Unsupported FusedMoe scheme", NULL,
-                          "RuntimeError: Unsupported FusedMoe scheme", NULL}},
-    {"w4a8-int8", {"NotImplementedError: The W4A8Int8", NULL, "CompressedTensorsW4A8Fp8MoEMethod",
-                   NULL}},
-    {"w4a8-fp8", {"NotImplementedError: The W4A8Int8", NULL, "CompressedTensorsW4A8Fp8MoEMethod",
-                  NULL}},
-    {"nvfp4-w4a16", {"AttributeError: 'NoneType'", NULL, "CompressedTensorsW4A4Nvfp4MoEMethod",
-                     NULL}},
-    {"nvfp4-w4a4", {"ValueError: Current platform does not support NVFP4", NULL,
-                    "CompressedTensorsW4A4Nvfp4MoEMethod", "CompressedTensorsW4A4Nvfp4MoE"}},
-    {"mxfp4", {"Mxfp4MoEMethod", "ValueError: ('For Fused MoE layers",
-               "CompressedTensorsW4A4Mxfp4MoEMethod", "Mxfp4MoEMethod"}},
-    {"mxint4-g32", {"CompressedTensorsWNA16MoE", NULL, "CompressedTensorsWNA16MarlinMoEMethod",
-                    "CompressedTensorsMxInt4MoE"}},
+    {"glm-mini",
+     {"CompressedTensorsWNA16MoE", "KeyError: 'Linear'", "CompressedTensorsWNA16MarlinMoEMethod",
+      NULL}},
+    {"w4a16-asym-actorder",
+     {"CompressedTensorsWNA16MoE", "AttributeError: 'NoneType'", "AssertionError: Only symmetric",
+      NULL}},
+    {"w8a8-int8",
+     {"NotImplementedError: The W8A8Int8", NULL, "CompressedTensorsW8A8Int8MoEMethod", NULL}},
+    {"w8a8-int8-static",
+     {"RuntimeError: Unsupported FusedMoe scheme", NULL,
+      "RuntimeError: Unsupported FusedMoe scheme", NULL}},
+    {"w4a8-int8",
+     {"NotImplementedError: The W4A8Int8", NULL, "CompressedTensorsW4A8Fp8MoEMethod", NULL}},
+    {"w4a8-fp8",
+     {"NotImplementedError: The W4A8Int8", NULL, "CompressedTensorsW4A8Fp8MoEMethod", NULL}},
+    {"nvfp4-w4a16",
+     {"AttributeError: 'NoneType'", NULL, "CompressedTensorsW4A4Nvfp4MoEMethod", NULL}},
+    {"nvfp4-w4a4",
+     {"ValueError: Current platform does not support NVFP4", NULL,
+      "CompressedTensorsW4A4Nvfp4MoEMethod", "CompressedTensorsW4A4Nvfp4MoE"}},
+    {"mxfp4",
+     {"Mxfp4MoEMethod", "ValueError: ('For Fused MoE layers", "CompressedTensorsW4A4Mxfp4MoEMethod",
+      "Mxfp4MoEMethod"}},
+    {"mxint4-g32",
+     {"CompressedTensorsWNA16MoE", NULL, "CompressedTensorsWNA16MarlinMoEMethod",
+      "CompressedTensorsMxInt4MoE"}},
     {"unquantized", {"UnquantizedFusedMoEMethod", NULL, "UnquantizedFusedMoEMethod", NULL}},
 };
 

@@ -88,7 +88,7 @@ struct moeq__engine {
     egroup *groups;
     const moeq__engine_row *config_error; /* raised while reading the config, or NULL */
     int32_t config_error_group;
-    int32_t linear_target;  /* index of the "Linear" target, -1 */
+    int32_t linear_target;   /* index of the "Linear" target, -1 */
     int32_t fusedmoe_target; /* index of the "FusedMoE" target, -1 */
 };
 
@@ -225,8 +225,8 @@ static void read_groups(moeq__engine *e) {
             }
             continue;
         }
-        int32_t fmt = t->group_format && grp->format != MOEQ_FORMAT_NONE ? grp->format
-                                                                         : cfg->format;
+        int32_t fmt =
+            t->group_format && grp->format != MOEQ_FORMAT_NONE ? grp->format : cfg->format;
         bool keep = format_in(t->act_formats, fmt) || (t->keep_declared && grp->has_input);
         if (!keep) continue;
         if (grp->has_input) {
@@ -288,7 +288,8 @@ static bool contains_nocase(const char *hay, size_t len, const char *needle) {
     if (k > len) return false;
     for (size_t i = 0; i + k <= len; i++) {
         size_t j = 0;
-        while (j < k && tolower((unsigned char)hay[i + j]) == tolower((unsigned char)needle[j])) j++;
+        while (j < k && tolower((unsigned char)hay[i + j]) == tolower((unsigned char)needle[j]))
+            j++;
         if (j == k) return true;
     }
     return false;
@@ -331,11 +332,13 @@ static moeq_status probe_target(const moeq__engine *e, moeq__match_scratch *s, c
     for (uint32_t i = 0; i < n; i++) {
         if (by_class >= 0 && (int32_t)i >= by_class) break;
         const moeq__target_info *ti = moeq__matcher_target(m, i);
-        if (ti->kind == MOEQ__TARGET_EXACT && contains_nocase(k_class, sizeof k_class - 1, ti->text)) {
+        if (ti->kind == MOEQ__TARGET_EXACT &&
+            contains_nocase(k_class, sizeof k_class - 1, ti->text)) {
             by_class = (int32_t)i;
         }
     }
-    if (by_class < 0 && e->linear_target >= 0 && e->fusedmoe_target < 0) by_class = e->linear_target;
+    if (by_class < 0 && e->linear_target >= 0 && e->fusedmoe_target < 0)
+        by_class = e->linear_target;
     *out = by_class;
     return MOEQ_STATUS_OK;
 }
@@ -530,9 +533,9 @@ moeq_status moeq__engine_judge(const moeq__engine *e, moeq__match_scratch *s, co
             out->row = first_row(e, MOEQ__ES_LAYER, eg->w, eg->a, eg->format);
             if (!out->row) out->row = &k_no_row;
             if (out->row->effect == MOEQ__EE_LINEAR_ARGS && e->linear_target >= 0) {
-                out->args_group = (int32_t)moeq__matcher_target(e->cfg->matcher,
-                                                                 (uint32_t)e->linear_target)
-                                      ->group;
+                out->args_group =
+                    (int32_t)moeq__matcher_target(e->cfg->matcher, (uint32_t)e->linear_target)
+                        ->group;
             }
         }
     }

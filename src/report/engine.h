@@ -50,14 +50,14 @@ typedef enum moeq__ebackend {
 
 /* Conditions on one QuantizationArgs (all zero: any args). */
 typedef struct moeq__args_cond {
-    uint32_t bits;       /* bit n: num_bits == n accepted; 0 any */
-    uint32_t types;      /* bit MOEQ_QTYPE_*; 0 any */
-    uint32_t strategies; /* bit MOEQ_STRATEGY_*; 0 any */
-    int32_t symmetric;   /* MOEQ__EC_* */
-    int32_t dynamic;     /* MOEQ__EC_*: YES = truthy (true or "local") */
-    int32_t group_size;  /* 0 any, else must equal (-1: channel) */
+    uint32_t bits;          /* bit n: num_bits == n accepted; 0 any */
+    uint32_t types;         /* bit MOEQ_QTYPE_*; 0 any */
+    uint32_t strategies;    /* bit MOEQ_STRATEGY_*; 0 any */
+    int32_t symmetric;      /* MOEQ__EC_* */
+    int32_t dynamic;        /* MOEQ__EC_*: YES = truthy (true or "local") */
+    int32_t group_size;     /* 0 any, else must equal (-1: channel) */
     int32_t group_multiple; /* 0 any, else group_size > 0 and a multiple of it */
-    int32_t actorder;    /* MOEQ__EC_*: YES = any actorder set, GROUPLIKE, GROUP_WRITTEN */
+    int32_t actorder;       /* MOEQ__EC_*: YES = any actorder set, GROUPLIKE, GROUP_WRITTEN */
 } moeq__args_cond;
 
 /* Where a row applies. */
@@ -102,9 +102,9 @@ typedef struct moeq__engine_row {
 
 /* How ignore entries match a probe name. */
 typedef enum moeq__eignore {
-    MOEQ__EI_EXACT = 0,    /* equal, or "re:" re.match */
-    MOEQ__EI_SUFFIX = 1,   /* equal, name ends with "." + entry, or "re:" re.match */
-    MOEQ__EI_CONTAINS = 2  /* case-insensitive substring, or "re:" re.match */
+    MOEQ__EI_EXACT = 0,   /* equal, or "re:" re.match */
+    MOEQ__EI_SUFFIX = 1,  /* equal, name ends with "." + entry, or "re:" re.match */
+    MOEQ__EI_CONTAINS = 2 /* case-insensitive substring, or "re:" re.match */
 } moeq__eignore;
 
 /* One modelled engine version. */
@@ -121,12 +121,12 @@ typedef struct moeq__engine_table {
     int32_t group_format;
     /* 1: a scheme dict without a format gets the top-level one (vLLM). */
     int32_t fill_format;
-    uint32_t act_formats;      /* bit MOEQ_FORMAT_*: formats that keep input args */
-    int32_t keep_declared;     /* 1: declared input args are kept in any format */
-    int32_t int_weight_only;   /* 1: missing input args with INT weights are fine there */
-    int32_t skip_attention;    /* 1: groups whose one target ends in "Attention" are dropped */
-    uint32_t platforms;        /* platforms the table knows */
-    uint32_t backends;         /* backends the table knows */
+    uint32_t act_formats;    /* bit MOEQ_FORMAT_*: formats that keep input args */
+    int32_t keep_declared;   /* 1: declared input args are kept in any format */
+    int32_t int_weight_only; /* 1: missing input args with INT weights are fine there */
+    int32_t skip_attention;  /* 1: groups whose one target ends in "Attention" are dropped */
+    uint32_t platforms;      /* platforms the table knows */
+    uint32_t backends;       /* backends the table knows */
     const moeq__engine_row *rows;
     uint32_t n_rows;
 } moeq__engine_table;
@@ -156,22 +156,22 @@ const char *moeq__engine_label(const moeq__engine *e);
 
 /* Differences from moeq's own choice (bits of moeq__engine_verdict.differs):
  * the public MOEQ_ENGINE_DIFFERS_* values. */
-#define MOEQ__ED_ERROR MOEQ_ENGINE_DIFFERS_ERROR
-#define MOEQ__ED_SCHEME MOEQ_ENGINE_DIFFERS_SCHEME
-#define MOEQ__ED_GROUP MOEQ_ENGINE_DIFFERS_GROUP
+#define MOEQ__ED_ERROR       MOEQ_ENGINE_DIFFERS_ERROR
+#define MOEQ__ED_SCHEME      MOEQ_ENGINE_DIFFERS_SCHEME
+#define MOEQ__ED_GROUP       MOEQ_ENGINE_DIFFERS_GROUP
 #define MOEQ__ED_UNQUANTIZED MOEQ_ENGINE_DIFFERS_UNQUANTIZED
-#define MOEQ__ED_QUANTIZED MOEQ_ENGINE_DIFFERS_QUANTIZED
-#define MOEQ__ED_ARGS MOEQ_ENGINE_DIFFERS_ARGS
-#define MOEQ__ED_MOEQ_FAILS MOEQ_ENGINE_DIFFERS_MOEQ_FAILS
+#define MOEQ__ED_QUANTIZED   MOEQ_ENGINE_DIFFERS_QUANTIZED
+#define MOEQ__ED_ARGS        MOEQ_ENGINE_DIFFERS_ARGS
+#define MOEQ__ED_MOEQ_FAILS  MOEQ_ENGINE_DIFFERS_MOEQ_FAILS
 
 /* The verdict for one MoE layer. */
 typedef struct moeq__engine_verdict {
-    const moeq__engine *engine;   /* NULL: no verdict */
-    const moeq__engine_row *row;  /* the outcome (a table row or a built-in one) */
-    int32_t group;                /* the group the engine resolves, -1 none */
-    int32_t args_group;           /* the group whose args the class gets, -1 none */
-    int32_t probe;                /* 0..2: the probe a matching error names */
-    uint32_t differs;             /* MOEQ__ED_* */
+    const moeq__engine *engine;  /* NULL: no verdict */
+    const moeq__engine_row *row; /* the outcome (a table row or a built-in one) */
+    int32_t group;               /* the group the engine resolves, -1 none */
+    int32_t args_group;          /* the group whose args the class gets, -1 none */
+    int32_t probe;               /* 0..2: the probe a matching error names */
+    uint32_t differs;            /* MOEQ__ED_* */
 } moeq__engine_verdict;
 
 /* Judges the MoE layer `prefix` (len bytes).  The moeq side (its resolution,

@@ -32,12 +32,16 @@ moeq_status moeq_engine_judge(const moeq_config *cfg, const char *engine, const 
                               moeq_engine_verdict *out, moeq_error *err) {
     if (!cfg || !engine || !prefix || !out) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s is NULL",
-                           !cfg ? "config" : !engine ? "engine" : !prefix ? "prefix" : "out");
+                           !cfg      ? "config"
+                           : !engine ? "engine"
+                           : !prefix ? "prefix"
+                                     : "out");
     }
     memset(out, 0, sizeof *out);
     out->group_index = out->args_group_index = out->moeq_scheme = -1;
     if (num_experts == 0) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "num_experts is 0; a MoE layer has 1 or more");
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "num_experts is 0; a MoE layer has 1 or more");
     }
     if (!cfg->matcher) return moeq__error(err, MOEQ_STATUS_STATE, "config has no matcher");
     moeq__engine *e = NULL;

@@ -117,6 +117,15 @@ static const char k_mixed_wna16[] =
 static const char k_naive_int4[] =
     ONE_GROUP("naive-quantized", "[\"Linear\"]", ARGS_INT4_G128, "null", "[]");
 
+/* An attention-only group vLLM drops before reading it (int8 weights
+ * without inputs in int-quantized would otherwise assert). */
+static const char k_attention_group[] =
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"int-quantized\",\"config_groups\":{"
+    "\"attn\":{\"targets\":[\"LlamaAttention\"],\"weights\":{\"num_bits\":8,\"type\":\"int\","
+    "\"symmetric\":true,\"strategy\":\"tensor\"}},"
+    "\"moe\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":8,\"type\":\"int\","
+    "\"symmetric\":true,\"strategy\":\"channel\"},\"input_activations\":" ARGS_INT8_TOKEN "}}}";
+
 typedef struct engine_case {
     const char *config; /* JSON, or a file under tests/data/configs when it ends in .json */
     const char *layer;  /* MoE prefix */
@@ -240,6 +249,8 @@ static const engine_case k_cases[] = {
     {"qwen3.5-27b-mxfp4a16-kaitchup-abbrev.json", "model.language_model.layers.0.mlp.experts",
      "vllm", "CompressedTensorsW4A4Mxfp4MoEMethod", ""},
     {k_attention_only, MLP, "vllm", "ValueError: Unable to find matching target", "error"},
+    {k_attention_group, MLP, "vllm", "CompressedTensorsW8A8Int8MoEMethod", ""},
+    {k_naive_int4, "model.layers.0.mlp.experts", "vllm", "AssertionError", "error"},
 };
 
 static moeq_config *load(const char *config) {

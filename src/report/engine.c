@@ -218,6 +218,12 @@ static void read_groups(moeq__engine *e) {
         eg->a = NULL;
         eg->format = t->group_format ? grp->format : MOEQ_FORMAT_NONE;
         if (t->fill_format && eg->format == MOEQ_FORMAT_NONE) eg->format = cfg->format;
+        size_t n0 = grp->n_targets == 1 ? strlen(grp->targets[0]) : 0;
+        if (t->skip_attention && n0 >= 9 && strcmp(grp->targets[0] + n0 - 9, "Attention") == 0) {
+            /* vLLM drops such a group before reading it; its one target
+             * (a class name) can match no expert projection. */
+            continue;
+        }
         if (!eg->w) {
             if (!e->config_error) {
                 e->config_error = &k_no_weights;

@@ -263,6 +263,7 @@ const moeq__engine_table moeq__engine_vllm_003a19308 = {
         F(NAIVE_QUANTIZED) | F(INT_QUANTIZED) | F(FLOAT_QUANTIZED) | F(NVFP4_PACK_QUANTIZED),
     .keep_declared = 1,
     .int_weight_only = 0,
+    .skip_attention = 1,
     .platforms = P_ALL,
     .backends = BE(AUTO) | BE(MARLIN) | BE(TRITON) | BE(CUTLASS) | BE(FLASHINFER_TRTLLM),
     .rows = k_rows,

@@ -552,6 +552,13 @@ static moeq_status plan_rows(inspect *in) {
     qsort(in->rows, in->n_rows, sizeof *in->rows, cmp_rows);
     for (uint32_t r = 0; r < in->n_rows; r++) {
         moeq__plan_row *row = &in->rows[r];
+        row->engine.engine = in->engine;
+        if (in->engine && row->kind == MOEQ__ROW_MOE) {
+            moeq_status st = moeq__engine_judge(in->engine, in->scratch, row->name, row->name_len,
+                                                &row->res, row->scheme, row->error != NULL,
+                                                &row->engine, in->err);
+            if (st != MOEQ_STATUS_OK) return st;
+        }
         if (row->warning) in->sum.warnings++;
         if (row->kind != MOEQ__ROW_MOE) {
             int64_t mi = find_module(in, row->name, row->name_len);
@@ -1040,6 +1047,7 @@ static void free_inspect(inspect *in) {
     free_list(&in->missing);
     free_list(&in->errors);
     moeq__match_scratch_destroy(in->scratch);
+    moeq__engine_destroy(in->engine);
 }
 
 moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ckpt,
@@ -1076,6 +1084,9 @@ moeq_status moeq_inspect_write(const moeq_config *cfg, const moeq_checkpoint *ck
     in.n_tensors = (uint32_t)n;
     in.sum.tensors = n;
     moeq_status st = moeq__match_scratch_create(cfg->matcher, &in.scratch, err);
+    if (st == MOEQ_STATUS_OK && opts && opts->engine) {
+        st = moeq__engine_create(opts->engine, cfg, &in.engine, err);
+    }
     if (st == MOEQ_STATUS_OK) st = collect_modules(&in);
     if (st == MOEQ_STATUS_OK) st = classify(&in);
     if (st == MOEQ_STATUS_OK) st = plan_rows(&in);

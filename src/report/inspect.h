@@ -74,6 +74,7 @@ typedef struct inspect {
     const moeq_select_options *so;
     moeq_error *err;
     moeq__match_scratch *scratch;
+    moeq__engine *engine; /* opts->engine, prepared for cfg; NULL when not asked */
     uint32_t flags; /* moeq_config_dequant_flags */
     const moeq_quant_args *kv;
 

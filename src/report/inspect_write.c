@@ -85,6 +85,7 @@ moeq_status moeq__inspect_emit(inspect *in, moeq_write_fn write, void *user) {
         moeq__plan_json pj;
         memset(&pj, 0, sizeof pj);
         pj.cfg = in->cfg;
+        pj.engine = in->engine;
         char **wj = NULL, **ij = NULL;
         st = moeq__plan_args_json(in->cfg, &wj, &ij);
         if (st == MOEQ_STATUS_OK) {

@@ -29,6 +29,7 @@ typedef struct plan_state {
     /* Per-group JSON of the weight and input args, built once. */
     char **weights_json;
     char **input_json;
+    moeq__engine *engine; /* --engine: what that engine would do, NULL if not asked */
 } plan_state;
 
 static void json_dtype(moeq__sb *sb, int32_t d) {
@@ -122,6 +123,7 @@ static void free_state(plan_state *ps) {
     moeq__free(ps->lines);
     moeq__free(ps->rows);
     moeq__plan_args_json_free(ps->cfg, ps->weights_json, ps->input_json);
+    moeq__engine_destroy(ps->engine);
 }
 
 /* ---- parsing the layer list ------------------------------------------------ */
@@ -281,6 +283,16 @@ static moeq_status plan_one(plan_state *ps, moeq__match_scratch *s, plan_line *l
         ln->error = moeq__strdup(e.message);
         if (!ln->error) return MOEQ_STATUS_NOMEM;
     }
+    ln->engine.engine = ps->engine;
+    if (ps->engine && ln->kind == MOEQ__ROW_MOE) {
+        moeq_status est = moeq__engine_judge(ps->engine, s, ln->name, ln->name_len, &ln->res,
+                                             ln->scheme, ln->error != NULL, &ln->engine, &e);
+        if (est == MOEQ_STATUS_NOMEM) return est;
+        if (est != MOEQ_STATUS_OK && !ln->error) { /* a regex limit: the row is in error */
+            ln->error = moeq__strdup(e.message);
+            if (!ln->error) return MOEQ_STATUS_NOMEM;
+        }
+    }
     return MOEQ_STATUS_OK;
 }
 
@@ -400,6 +412,7 @@ static const char *cached_tail(moeq__plan_json *pj, const moeq__plan_row *ln, si
 void moeq__plan_json_row(moeq__plan_json *pj, const moeq__plan_row *ln, bool first, moeq__sb *sb) {
     moeq__sb_puts(sb, first ? "\n{\"layer\":" : ",\n{\"layer\":");
     json_name(sb, ln->name, ln->name_len);
+    if (pj->engine) moeq__engine_json(pj->engine, &ln->engine, ln->name, ln->name_len, sb);
     size_t tlen = 0;
     const char *tail = cached_tail(pj, ln, &tlen);
     if (tail) {
@@ -429,12 +442,70 @@ static void cell(moeq__sb *sb, const char *s, size_t len, size_t width) {
     pad(sb, len, width + 2);
 }
 
+/* The ENGINE column: the class the engine builds, or the exception it
+ * raises, with " *" where that differs from moeq's choice; "-" for rows
+ * the engine model does not judge (linear layers). */
+static const char *engine_cell_text(const moeq__engine_verdict *v) {
+    if (!v->row) return "-";
+    const char *cls = moeq__engine_verdict_scheme(v);
+    return cls ? cls : v->row->exception;
+}
+
+static size_t engine_cell_len(const moeq__engine_verdict *v) {
+    return strlen(engine_cell_text(v)) + (v->differs ? 2 : 0);
+}
+
+static void engine_cell(moeq__sb *sb, const moeq__engine_verdict *v, size_t width) {
+    const char *t = engine_cell_text(v);
+    moeq__sb_puts(sb, t);
+    if (v->differs) moeq__sb_puts(sb, " *");
+    pad(sb, engine_cell_len(v), width + 2);
+}
+
+/* Under a row: the engine's exception, and what differs from moeq. */
+static void engine_line(moeq__sb *sb, const moeq__plan_row *ln) {
+    const moeq__engine_verdict *v = &ln->engine;
+    if (!v->row || (!v->differs && v->row->effect != MOEQ__EE_RAISE)) return;
+    moeq__sb_puts(sb, "    engine: ");
+    if (v->row->effect == MOEQ__EE_RAISE) {
+        moeq__engine_verdict_error(v, ln->name, ln->name_len, sb);
+    } else {
+        moeq__sb_puts(sb, v->row->cls);
+        if (v->group >= 0) {
+            moeq__sb_printf(sb, " with group %s", moeq__engine_group_name(v->engine, v->group));
+        }
+        if (v->args_group >= 0 && v->args_group != v->group) {
+            moeq__sb_printf(sb, " (args of group %s)",
+                            moeq__engine_group_name(v->engine, v->args_group));
+        }
+    }
+    if (v->differs) {
+        moeq__sb_puts(sb, " [differs: ");
+        moeq__engine_differs_words(v->differs, ",", sb);
+        moeq__sb_putc(sb, ']');
+    }
+    moeq__sb_putc(sb, '\n');
+}
+
 void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
-    enum { C_LAYER, C_KIND, C_STATUS, C_GROUP, C_FORMAT, C_SCHEME, C_WEIGHTS, C_INPUTS, NCOL };
-    static const char *const heads[NCOL] = {"LAYER",  "KIND",   "STATUS",  "GROUP",
-                                            "FORMAT", "SCHEME", "WEIGHTS", "INPUTS"};
+    enum {
+        C_LAYER,
+        C_KIND,
+        C_STATUS,
+        C_GROUP,
+        C_FORMAT,
+        C_SCHEME,
+        C_ENGINE,
+        C_WEIGHTS,
+        C_INPUTS,
+        NCOL
+    };
+    static const char *const heads[NCOL] = {"LAYER",  "KIND",   "STATUS",  "GROUP", "FORMAT",
+                                            "SCHEME", "ENGINE", "WEIGHTS", "INPUTS"};
+    const moeq__engine *engine = n ? rows[0].engine.engine : NULL;
     size_t width[NCOL];
     for (int c = 0; c < NCOL; c++) width[c] = strlen(heads[c]);
+    if (!engine) width[C_ENGINE] = 0;
     char(*wsum)[96] = moeq__calloc(n ? n : 1, sizeof *wsum);
     char(*asum)[96] = moeq__calloc(n ? n : 1, sizeof *asum);
     if (!wsum || !asum) {
@@ -459,6 +530,7 @@ void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
                           quant ? strlen(ln->res.group_name) : 1,
                           quant ? strlen(moeq_format_name(ln->res.format)) : 1,
                           moe && ln->scheme >= 0 ? strlen(moeq_scheme_name(ln->scheme)) : 1,
+                          engine ? engine_cell_len(&ln->engine) : 0,
                           strlen(wsum[i]),
                           strlen(asum[i])};
         if (moe) w[C_LAYER] += 20; /* " (256 experts)" */
@@ -466,7 +538,11 @@ void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
             if (w[c] > width[c]) width[c] = w[c];
         }
     }
-    for (int c = 0; c < NCOL - 1; c++) cell(sb, heads[c], strlen(heads[c]), width[c]);
+    if (engine) moeq__sb_printf(sb, "engine %s\n", moeq__engine_label(engine));
+    for (int c = 0; c < NCOL - 1; c++) {
+        if (c == C_ENGINE && !engine) continue;
+        cell(sb, heads[c], strlen(heads[c]), width[c]);
+    }
     moeq__sb_puts(sb, heads[NCOL - 1]);
     moeq__sb_putc(sb, '\n');
     for (uint32_t i = 0; i < n; i++) {
@@ -489,6 +565,7 @@ void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
         cell(sb, f, strlen(f), width[C_FORMAT]);
         const char *sc = moe && ln->scheme >= 0 ? moeq_scheme_name(ln->scheme) : "-";
         cell(sb, sc, strlen(sc), width[C_SCHEME]);
+        if (engine) engine_cell(sb, &ln->engine, width[C_ENGINE]);
         cell(sb, wsum[i], strlen(wsum[i]), width[C_WEIGHTS]);
         moeq__sb_puts(sb, asum[i]);
         moeq__sb_putc(sb, '\n');
@@ -498,6 +575,7 @@ void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
         }
         if (ln->warning) moeq__sb_printf(sb, "    warning: %s\n", ln->warning);
         if (ln->error) moeq__sb_printf(sb, "    error: %s\n", ln->error);
+        if (engine) engine_line(sb, ln);
     }
     moeq__free(wsum);
     moeq__free(asum);
@@ -705,6 +783,10 @@ moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t l
     /* No more threads than chunks. */
     if (n_workers > pp.n_chunks) n_workers = pp.n_chunks ? pp.n_chunks : 1u;
     if (moeq__plan_args_json(cfg, &ps.weights_json, &ps.input_json) != MOEQ_STATUS_OK) goto nomem;
+    if (opts && opts->engine) {
+        st = moeq__engine_create(opts->engine, cfg, &ps.engine, err);
+        if (st != MOEQ_STATUS_OK) goto done;
+    }
     if (!pp.json && ps.n_lines) {
         ps.rows = moeq__calloc(ps.n_lines, sizeof *ps.rows);
         if (!ps.rows) goto nomem;
@@ -718,6 +800,7 @@ moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers, size_t l
         workers[t].pj.cfg = cfg;
         workers[t].pj.weights_json = ps.weights_json;
         workers[t].pj.input_json = ps.input_json;
+        workers[t].pj.engine = ps.engine;
         st = moeq__match_scratch_create(cfg->matcher, &workers[t].scratch, err);
         if (st != MOEQ_STATUS_OK) goto done;
     }

@@ -7,6 +7,7 @@
 #ifndef MOEQ_PLAN_H
 #define MOEQ_PLAN_H
 
+#include "report/engine.h"
 #include "resolve/resolve.h"
 
 /* What a row stands for: the KIND column ("linear", "moe", "other"). */
@@ -28,6 +29,9 @@ typedef struct moeq__plan_row {
     int32_t scheme; /* MOE rows: the selected scheme, -1 when none */
     char *error;    /* NULL when fine */
     char *warning;  /* NULL when none */
+    /* What an engine would do: .engine NULL when none was asked, .row NULL
+     * for rows it does not judge (linear layers). */
+    moeq__engine_verdict engine;
 } moeq__plan_row;
 
 /* "quantized", "ignored", "unmatched" or "error". */
@@ -48,6 +52,8 @@ typedef struct moeq__plan_json {
     const moeq_config *cfg;
     char *const *weights_json; /* [n_groups], shared between threads */
     char *const *input_json;
+    /* NULL: rows carry no engine keys. */
+    const moeq__engine *engine;
     struct {
         int32_t kind, status, group, ignore, scheme;
         uint32_t experts;
@@ -66,7 +72,8 @@ void moeq__plan_args_json_free(const moeq_config *cfg, char **weights, char **in
 
 /* Appends "\n{...}" (first) or ",\n{...}": the row as one JSON object with
  * keys layer, kind, status, group, target, format, scheme, weights,
- * input_activations, warnings, error, and for MoE rows experts.  Failures
+ * input_activations, warnings, error, and for MoE rows experts (plus the
+ * engine_* keys of moeq__engine_json when pj->engine is set).  Failures
  * are recorded in sb. */
 void moeq__plan_json_row(moeq__plan_json *pj, const moeq__plan_row *row, bool first, moeq__sb *sb);
 void moeq__plan_json_free(moeq__plan_json *pj);

@@ -47,7 +47,7 @@ static int plan_groups(const moeq_config *cfg, const moeq_select_options *so, in
         r.weights = g.weights;
         r.input_activations = g.input_activations;
         r.output_activations = g.output_activations;
-        r.format = g.format != MOEQ_FORMAT_NONE ? g.format : moeq_config_format(cfg);
+        r.format = moeq_config_group_format(cfg, i);
         r.ignore_index = r.other_group_index = -1;
         moeq_selection sel;
         moeq_status st = moeq_select(&r, g.name, so, &sel, &err);

@@ -327,6 +327,11 @@ MOEQ_API uint32_t moeq_config_group_count(const moeq_config *cfg);
 /* @return OK, INVALID_ARG (NULL or i out of range). */
 MOEQ_API moeq_status moeq_config_group(const moeq_config *cfg, uint32_t i,
                                        moeq_group_view *out);
+/* The format group i's modules are read with, as moeq_resolve reports it:
+ * the group's own, else the top-level one (unless mixed-precision), else
+ * inferred from its args as compressed-tensors does.  NONE when i is out of
+ * range. */
+MOEQ_API int32_t moeq_config_group_format(const moeq_config *cfg, uint32_t i);
 
 /* Model hyper-parameters from the same config.json (looked up first at the top
  * level, then under text_config): "num_experts", "n_routed_experts",

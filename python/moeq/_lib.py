@@ -398,6 +398,7 @@ PROTOTYPES = {
     "moeq_config_warning": (_s, [_h, _u32], True),
     "moeq_config_group_count": (_u32, [_h], True),
     "moeq_config_group": (_st, [_h, _u32, ctypes.POINTER(moeq_group_view)], True),
+    "moeq_config_group_format": (_i32, [_h, _u32], True),
     "moeq_config_model_number": (_st, [_h, _s, ctypes.POINTER(ctypes.c_double)], True),
     "moeq_config_model_string": (_s, [_h, _s], True),
     "moeq_model_moe_get": (_st, [_h, ctypes.POINTER(moeq_model_moe), _e], True),

@@ -305,7 +305,8 @@ class Config(Owner):
 
     @property
     def groups(self):
-        """The config groups in JSON order, as dicts."""
+        """The config groups in JSON order, as dicts ("format": the group's own,
+        "effective_format": the one its modules are read with)."""
         h = self._live()
         return [{
             "name": text(g.name),
@@ -315,6 +316,7 @@ class Config(Owner):
             "input_activations": _args_or_none(g.input_activations, h),
             "output_activations": _args_or_none(g.output_activations, h),
             "format": format_name(g.format),
+            "effective_format": format_name(lib.moeq_config_group_format(h.ptr, g.index)),
             "preset": bool(g.preset),
         } for g in c_list(h, lib.moeq_config_group_count, lib.moeq_config_group, moeq_group_view)]
 

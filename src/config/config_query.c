@@ -83,6 +83,11 @@ moeq_status moeq_config_group(const moeq_config *cfg, uint32_t i, moeq_group_vie
     return MOEQ_STATUS_OK;
 }
 
+int32_t moeq_config_group_format(const moeq_config *cfg, uint32_t i) {
+    if (!cfg || i >= cfg->n_groups) return MOEQ_FORMAT_NONE;
+    return moeq__group_format(cfg, &cfg->groups[i]);
+}
+
 moeq_status moeq_config_model_number(const moeq_config *cfg, const char *key, double *out) {
     if (!cfg || !key || !out) return MOEQ_STATUS_INVALID_ARG;
     const moeq__model_field *f = find_model_field(cfg, key);

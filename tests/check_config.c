@@ -7,7 +7,7 @@
  * turns them into double quotes before parsing.
  */
 #include "test_util.h"
-#include "config.h"
+#include "config/config.h"
 
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -1240,6 +1240,27 @@ START_TEST(test_infer_format) {
 }
 END_TEST
 
+/* The format a group's modules are read with: own, top-level, else inferred. */
+START_TEST(test_group_format) {
+    moeq_config *cfg = ok_sq("{'format': 'mixed-precision', 'config_groups': {"
+                             "'a': {'targets': ['x'], 'weights': {'num_bits': 4, 'type': 'int', "
+                             "'symmetric': true, 'strategy': 'group', 'group_size': 128}}, "
+                             "'b': {'targets': ['y'], 'format': 'naive-quantized', "
+                             "'weights': {'num_bits': 8, 'type': 'int', 'symmetric': true, "
+                             "'strategy': 'channel'}}}}");
+    ck_assert_int_eq(moeq_config_group_format(cfg, 0), MOEQ_FORMAT_PACK_QUANTIZED);
+    ck_assert_int_eq(moeq_config_group_format(cfg, 1), MOEQ_FORMAT_NAIVE_QUANTIZED);
+    ck_assert_int_eq(moeq_config_group_format(cfg, 2), MOEQ_FORMAT_NONE);
+    ck_assert_int_eq(moeq_config_group_format(NULL, 0), MOEQ_FORMAT_NONE);
+    moeq_config_destroy(cfg);
+    cfg = ok_sq("{'format': 'float-quantized', 'config_groups': {'a': {'targets': ['x'], "
+                "'weights': {'num_bits': 8, 'type': 'float', 'symmetric': true, "
+                "'strategy': 'channel'}}}}");
+    ck_assert_int_eq(moeq_config_group_format(cfg, 0), MOEQ_FORMAT_FLOAT_QUANTIZED);
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
 static moeq_config *version_cfg(const char *version, const char *weights) {
     char json[512];
     snprintf(json, sizeof json, "{'version': '%s', 'config_groups': {'g': {'targets': ['x'], "
@@ -1395,6 +1416,7 @@ static Suite *config_suite(void) {
     tcase_add_test(misc, test_other_warnings);
     tcase_add_test(misc, test_format_precedence);
     tcase_add_test(misc, test_infer_format);
+    tcase_add_test(misc, test_group_format);
     tcase_add_test(misc, test_versions_and_flags);
     tcase_add_test(misc, test_summary);
     tcase_add_test(misc, test_options_and_raw_texts);

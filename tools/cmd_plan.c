@@ -1,6 +1,6 @@
 /*
  * cmd_plan.c - `moeq plan CONFIG [--layers FILE] [--engine-order]
- *              [--platform cpu|npu] [--prefer-mxint4] [--json]`
+ *              [--platform cpu|npu] [--prefer-mxint4] [--engine SPEC] [--json]`
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,15 +11,22 @@
 
 static void plan_usage(FILE *f) {
     fprintf(f, "usage: moeq plan CONFIG [--layers FILE] [--engine-order] [--platform cpu|npu]\n"
-               "                 [--prefer-mxint4] [--json]\n\n"
+               "                 [--prefer-mxint4] [--engine SPEC] [--json]\n\n"
                "CONFIG is a model directory, its config.json, or a file holding a bare\n"
                "quantization_config.  FILE has one layer per line: NAME (a linear layer) or\n"
                "NAME moe N [GATE,UP,DOWN] (a fused-experts prefix with N experts).  Without\n"
-               "--layers, each config group is shown with the MoE scheme it selects.\n\n"
+               "--layers, each config group is shown with the MoE scheme it selects.  For a\n"
+               "model's config.json the first line says how its MoE blocks route (see\n"
+               "'moeq run --help').\n\n"
                "  --engine-order   resolve overlapping targets in config order (vLLM/SGLang)\n"
                "                   instead of compressed-tensors order\n"
                "  --platform P     cpu (default) or npu (use the npu_* layouts where SGLang does)\n"
                "  --prefer-mxint4  int4 group-32 symmetric weights select mxint4, not wna16\n"
+               "  --engine SPEC    also say, per MoE line, what an engine's MoE dispatch\n"
+               "                   would build or raise, marking (*) where it differs from\n"
+               "                   moeq; SPEC = ENGINE[@COMMIT][:PLATFORM[,BACKEND]], e.g.\n"
+               "                   sglang, sglang@eba6af385d, vllm:sm100,flashinfer_trtllm\n"
+               "                   (needs --layers; docs/engines.md lists the versions)\n"
                "  --json           one JSON object per layer line\n"
                "  --threads N      threads for long layer lists (default: all CPUs)\n\n"
                "exit status: 0 no line in error, 1 some line in error, 2 bad config or usage\n");
@@ -40,7 +47,7 @@ static int plan_groups(const moeq_config *cfg, const moeq_select_options *so, in
         r.weights = g.weights;
         r.input_activations = g.input_activations;
         r.output_activations = g.output_activations;
-        r.format = g.format != MOEQ_FORMAT_NONE ? g.format : moeq_config_format(cfg);
+        r.format = moeq_config_group_format(cfg, i);
         r.ignore_index = r.other_group_index = -1;
         moeq_selection sel;
         moeq_status st = moeq_select(&r, g.name, so, &sel, &err);
@@ -74,7 +81,7 @@ static int32_t write_stdout(const char *data, size_t len, void *user) {
 }
 
 int cmd_plan(int argc, char **argv) {
-    const char *config_path = NULL, *layers_path = NULL;
+    const char *config_path = NULL, *layers_path = NULL, *engine = NULL;
     moeq_resolve_options ro = {0};
     moeq_select_options so = {0};
     int json = 0;
@@ -92,6 +99,8 @@ int cmd_plan(int argc, char **argv) {
             if (cli_parse_platform("plan", argv[++i], &so.platform) != 0) return CLI_USAGE;
         } else if (strcmp(a, "--prefer-mxint4") == 0) {
             so.prefer_mxint4 = 1;
+        } else if (strcmp(a, "--engine") == 0 && i + 1 < argc) {
+            engine = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
@@ -108,9 +117,23 @@ int cmd_plan(int argc, char **argv) {
         plan_usage(stderr);
         return CLI_USAGE;
     }
+    if (engine && !layers_path) {
+        fprintf(stderr, "moeq plan: --engine needs --layers (MoE lines: NAME moe N)\n");
+        return CLI_USAGE;
+    }
     moeq_error err;
     moeq_config *cfg = cli_load_config(config_path);
     if (!cfg) return CLI_USAGE;
+    /* A model's config.json (not a bare quantization_config): how its MoE
+     * blocks route, and what the family table supplied. */
+    if (!json && moeq_config_model_string(cfg, "model_type")) {
+        moeq_model_moe mm;
+        if (cli_model_moe(cfg, config_path, &mm) != CLI_OK) {
+            moeq_config_destroy(cfg);
+            return CLI_USAGE;
+        }
+        cli_print_routing(stdout, &mm);
+    }
     if (!layers_path) {
         int rc = plan_groups(cfg, &so, json);
         moeq_config_destroy(cfg);
@@ -125,7 +148,8 @@ int cmd_plan(int argc, char **argv) {
     moeq_plan_options po = {&ro, &so, json,
                             (int32_t)(threads < 1    ? 1
                                       : threads > 64 ? 64
-                                                     : threads)};
+                                                     : threads),
+                            engine};
     uint32_t errors = 0;
     moeq_status st = moeq_plan_write(cfg, layers, len, &po, write_stdout, NULL, &errors, &err);
     free(layers);

@@ -327,6 +327,11 @@ MOEQ_API uint32_t moeq_config_group_count(const moeq_config *cfg);
 /* @return OK, INVALID_ARG (NULL or i out of range). */
 MOEQ_API moeq_status moeq_config_group(const moeq_config *cfg, uint32_t i,
                                        moeq_group_view *out);
+/* The format group i's modules are read with, as moeq_resolve reports it:
+ * the group's own, else the top-level one (unless mixed-precision), else
+ * inferred from its args as compressed-tensors does.  NONE when i is out of
+ * range. */
+MOEQ_API int32_t moeq_config_group_format(const moeq_config *cfg, uint32_t i);
 
 /* Model hyper-parameters from the same config.json (looked up first at the top
  * level, then under text_config): "num_experts", "n_routed_experts",
@@ -499,6 +504,12 @@ typedef struct moeq_plan_options {
     int32_t json;                        /* 1: JSON array, 0: aligned text table */
     int32_t threads;                     /* 0 or 1: the calling thread only; N > 1: up
                                             to N threads for long layer lists */
+    /* NULL, or "ENGINE[@COMMIT][:PLATFORM[,BACKEND]]" ("sglang",
+     * "sglang@eba6af385d", "vllm:sm100"): MoE rows also say what that
+     * engine's compressed-tensors MoE dispatch would do (moeq_engine_judge);
+     * the table gains an ENGINE column, JSON rows the keys engine,
+     * engine_scheme, engine_error, engine_group and engine_differs. */
+    const char *engine;
 } moeq_plan_options;
 
 /* Plans every line of `layers` (len bytes): one layer per line, either
@@ -530,6 +541,57 @@ MOEQ_API moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers,
 MOEQ_API void moeq_free(void *p);
 
 /* ------------------------------------------------------------------------ */
+/* What inference engines would do with a MoE layer                          */
+/* ------------------------------------------------------------------------ */
+
+/* The modelled engine versions, "sglang@d315eb725", "sglang@eba6af385d",
+ * "vllm@003a19308" (newest first within an engine; a spec without @COMMIT
+ * takes the first).  NULL past the last.  Static storage.  docs/engines.md
+ * says what each models and how its table is read. */
+MOEQ_API uint32_t moeq_engine_count(void);
+MOEQ_API const char *moeq_engine_name(uint32_t i);
+/* "2026-08-22; read: <the source files>". Static storage. */
+MOEQ_API const char *moeq_engine_summary(uint32_t i);
+
+/* Bits of moeq_engine_verdict.differs: where the engine parts from moeq. */
+#define MOEQ_ENGINE_DIFFERS_ERROR 0x1u       /* the engine raises */
+#define MOEQ_ENGINE_DIFFERS_SCHEME 0x2u      /* another scheme */
+#define MOEQ_ENGINE_DIFFERS_GROUP 0x4u       /* another group with other args (precedence) */
+#define MOEQ_ENGINE_DIFFERS_UNQUANTIZED 0x8u /* loads unquantized what moeq quantizes */
+#define MOEQ_ENGINE_DIFFERS_QUANTIZED 0x10u  /* quantizes what moeq leaves unquantized */
+#define MOEQ_ENGINE_DIFFERS_ARGS 0x20u       /* builds its class with another group's args */
+#define MOEQ_ENGINE_DIFFERS_MOEQ_FAILS 0x40u /* moeq rejects the layer, the engine builds it */
+
+typedef struct moeq_engine_verdict {
+    char engine[128];  /* the spec, resolved: "sglang@d315eb725:sm90,auto" */
+    char scheme[128];  /* the class the engine constructs; "" when it raises */
+    char error[MOEQ_ERROR_MESSAGE_SIZE]; /* "KeyError: 'Linear'"; "" when it builds */
+    char branch[128];  /* the table row (upstream branch) that decided */
+    int32_t group_index;      /* the group the engine resolves, -1 none */
+    int32_t args_group_index; /* the group whose args the class gets, -1 none */
+    uint32_t differs;         /* MOEQ_ENGINE_DIFFERS_* */
+    int32_t moeq_scheme;      /* moeq's own choice (moeq_scheme_id), -1 when it fails */
+} moeq_engine_verdict;
+
+/* What `engine` ("ENGINE[@COMMIT][:PLATFORM[,BACKEND]]", as in
+ * moeq_plan_options.engine) would do with the MoE layer `prefix`: the
+ * class its compressed-tensors MoE dispatch constructs or the exception it
+ * raises, and where that differs from moeq's choice for the same layer
+ * (moeq_resolve_moe over num_experts experts named proj_names, then
+ * moeq_select, with ropts/sopts; NULL = defaults).  Engines probe expert 0's
+ * gate_proj/up_proj/down_proj only, whatever proj_names says.
+ * Thread-safe on a shared config.
+ * @return OK (also when the engine would raise: see out->error),
+ *         INVALID_ARG (NULL, unknown engine/platform/backend: the message
+ *         lists the modelled ones), LIMIT (a regex match limit), NOMEM. */
+MOEQ_API moeq_status moeq_engine_judge(const moeq_config *cfg, const char *engine,
+                                       const char *prefix, uint32_t num_experts,
+                                       const char *const *proj_names,
+                                       const moeq_resolve_options *ropts,
+                                       const moeq_select_options *sopts,
+                                       moeq_engine_verdict *out, moeq_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Inspecting a checkpoint                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -544,6 +606,9 @@ typedef struct moeq_inspect_options {
      * module is validated as moeq_dequantize would (headers, scales, zero
      * points, g_idx, FP8 codes), without dequantizing it. */
     int32_t names_only;
+    /* NULL, or an engine spec as in moeq_plan_options.engine: MoE rows also
+     * say what that engine's MoE dispatch would build or raise. */
+    const char *engine;
 } moeq_inspect_options;
 
 /* Counts of one inspection. */
@@ -980,8 +1045,9 @@ typedef enum moeq_activation {
     MOEQ_ACT_SILU = 0,      /* silu(gate) * up */
     MOEQ_ACT_GELU = 1,      /* gelu(gate) * up (erf form) */
     MOEQ_ACT_GELU_TANH = 2, /* gelu(gate) * up (tanh approximation) */
-    MOEQ_ACT_SWIGLUOAI = 3  /* GPT-OSS: g = min(gate, L), u = clamp(up, -L, L),
+    MOEQ_ACT_SWIGLUOAI = 3, /* GPT-OSS: g = min(gate, L), u = clamp(up, -L, L),
                                g * sigmoid(alpha * g) * (u + 1) */
+    MOEQ_ACT_RELU2 = 4      /* relu(x)^2 of non-gated experts (Nemotron-H): down(relu2(up x)) */
 } moeq_activation;
 
 /* Everything a layer needs to know when it is created.  Zero-initialise and
@@ -1168,6 +1234,80 @@ MOEQ_API moeq_status moeq_moe_apply_reference(const moeq_moe *layer, int32_t x_d
                                               const void *x, int64_t tokens, int32_t top_k,
                                               const int32_t *topk_ids, const float *topk_weights,
                                               double *out, moeq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Model families                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* How a model's MoE blocks route and activate, as its family's reference
+ * modeling code (transformers) does it.  config.json often leaves these out
+ * (GLM4-MoE and DeepSeek-V3 configs have no scoring_func, yet both score with
+ * sigmoid), so moeq keeps one table of families, keyed by model_type (then by
+ * architectures[0]), that says what the code does when the config is silent;
+ * every key the config does carry overrides the table.  A model_type the
+ * table does not know takes moeq's defaults (softmax, renormalized, SiLU,
+ * gate/up/down) and `defaults` says so: callers should warn with it.
+ * Strings are fixed arrays (no ownership); the struct is plain data. */
+typedef struct moeq_model_moe {
+    char family[32];     /* the table row used ("glm4_moe"); "" when none matched */
+    char model_type[32]; /* config.json model_type as written; "" when absent */
+    int32_t known;       /* 1: a table row matched */
+    /* Dimensions, from the family's config keys; 0 when the config lacks one. */
+    int32_t num_experts;       /* routed experts (num_experts, n_routed_experts, ...) */
+    int32_t top_k;             /* experts per token */
+    int32_t hidden_size;
+    int32_t intermediate_size; /* per routed expert */
+    /* Routing (moeq_model_moe_route fills a moeq_route_config from these). */
+    int32_t scoring;           /* moeq_scoring */
+    int32_t renormalize;       /* 0 or 1 */
+    int32_t num_expert_group;  /* grouped top-k; 0 when off */
+    int32_t topk_group;
+    float routed_scaling_factor;          /* 1 when the family does not scale */
+    int32_t apply_router_weight_on_input; /* Llama 4: x * weight before the experts */
+    /* Experts. */
+    int32_t activation;        /* moeq_activation */
+    float swiglu_alpha;        /* MOEQ_ACT_SWIGLUOAI: 1.702 (GPT-OSS) */
+    float swiglu_limit;        /* MOEQ_ACT_SWIGLUOAI: 7.0 (GPT-OSS); 0 none */
+    int32_t gated;             /* 1: down(act(gate x) * up x); 0: down(act(up x)) */
+    int32_t expert_bias;       /* 1: every expert projection has a bias */
+    int32_t n_shared_experts;  /* shared experts beside the routed ones (not run by moeq_moe) */
+    int32_t shared_expert_gate;/* 1: a sigmoid gate scales the shared experts' output */
+    int32_t params_dtype;      /* dtype or torch_dtype: BF16 (default), F16 or F32 */
+    /* Module names under a decoder layer (prefix "model.layers.<n>."). */
+    char moe_block[32];        /* "mlp", "block_sparse_moe", "feed_forward", "mixer" */
+    char router[32];           /* router module under the block: "gate", "router" */
+    int32_t router_bias;       /* 1: the router has a bias */
+    char correction_bias[64];  /* tensor under the block ("gate.e_score_correction_bias");
+                                  used when present; "" when the family has none */
+    char experts[32];          /* container of the routed experts: "experts" */
+    char proj[3][16];          /* gate, up, down: gate_proj/up_proj/down_proj or w1/w3/w2 */
+    /* What came from the table or moeq's defaults rather than the config:
+     * "scoring=sigmoid (glm4_moe), renormalize=1 (glm4_moe)"; "" when the
+     * config said everything. */
+    char defaults[512];
+    int32_t unknown_defaults;  /* 1: an unknown family took moeq's defaults: warn */
+} moeq_model_moe;
+
+/* Reads cfg's model fields (config.json) through the family table.
+ * @return OK, INVALID_ARG (NULL; a config value of the wrong kind or range,
+ *         the message names the key). */
+MOEQ_API moeq_status moeq_model_moe_get(const moeq_config *cfg, moeq_model_moe *out,
+                                        moeq_error *err);
+/* The table row for a model_type alone (what its code does with a silent
+ * config; dimensions 0).  @return OK, NO_MATCH (unknown: the message lists
+ * the families), INVALID_ARG. */
+MOEQ_API moeq_status moeq_model_family(const char *model_type, moeq_model_moe *out,
+                                       moeq_error *err);
+/* Family i's model_type and the modeling file its row follows; NULL past the last. */
+MOEQ_API const char *moeq_model_family_name(uint32_t i);
+MOEQ_API const char *moeq_model_family_source(uint32_t i);
+/* Zeroes *out and fills num_experts, top_k, scoring, renormalize, groups
+ * and routed_scaling_factor from m (correction_bias stays NULL). */
+MOEQ_API void moeq_model_moe_route(const moeq_model_moe *m, moeq_route_config *out);
+/* "sigmoid, top-8 of 128, renormalized, 1 of 1 groups, scaled 2.5, correction bias"
+ * style one-line summary of the routing into buf (n bytes); returns the length
+ * it needed, as snprintf. */
+MOEQ_API size_t moeq_model_moe_summary(const moeq_model_moe *m, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -8,9 +8,9 @@ from . import _errors
 from ._core import (ACTORDERS, Handle, Owner, SCHEMES, STRATEGIES, c_list, cstr, dtype_name,
                     format_name, int32, lookup, name_of, text)
 from ._lib import (lib, moeq_config_options, moeq_fused_name, moeq_group_view,
-                   moeq_inspect_options, moeq_inspect_summary, moeq_plan_options,
-                   moeq_quant_args, moeq_resolution, moeq_resolve_options, moeq_select_options,
-                   moeq_selection)
+                   moeq_engine_verdict, moeq_inspect_options, moeq_inspect_summary,
+                   moeq_plan_options, moeq_model_moe, moeq_quant_args, moeq_resolution,
+                   moeq_resolve_options, moeq_select_options, moeq_selection)
 
 KINDS = {"linear": 0, "expert": 1, "other": 2}
 PRECEDENCES = {"ct": 0, "engine": 1}
@@ -305,7 +305,8 @@ class Config(Owner):
 
     @property
     def groups(self):
-        """The config groups in JSON order, as dicts."""
+        """The config groups in JSON order, as dicts ("format": the group's own,
+        "effective_format": the one its modules are read with)."""
         h = self._live()
         return [{
             "name": text(g.name),
@@ -315,6 +316,7 @@ class Config(Owner):
             "input_activations": _args_or_none(g.input_activations, h),
             "output_activations": _args_or_none(g.output_activations, h),
             "format": format_name(g.format),
+            "effective_format": format_name(lib.moeq_config_group_format(h.ptr, g.index)),
             "preset": bool(g.preset),
         } for g in c_list(h, lib.moeq_config_group_count, lib.moeq_config_group, moeq_group_view)]
 
@@ -328,6 +330,18 @@ class Config(Owner):
         """A string model field such as "scoring_func", or `default`."""
         value = text(self._call(lib.moeq_config_model_string, cstr(key, "key")))
         return default if value is None else value
+
+    def model_moe(self):
+        """The model's MoE blocks as its family's code runs them (moeq_model_moe_get):
+        a dict with family, known, dimensions, routing (scoring, renormalize,
+        num_expert_group, topk_group, routed_scaling_factor,
+        apply_router_weight_on_input), experts (activation, swiglu_alpha,
+        swiglu_limit, gated, expert_bias, shared experts), module names and
+        `defaults`: the settings taken from the family table, not config.json."""
+        m = moeq_model_moe()
+        h = self._live()
+        _errors.call(lib.moeq_model_moe_get, h.ptr, ctypes.byref(m))
+        return model_moe_dict(m)
 
     @property
     def dequant_flags(self):
@@ -370,13 +384,49 @@ class Config(Owner):
             raise TypeError("resolution must come from this config's resolve/resolve_moe")
         return select(resolution, layer=layer, platform=platform, prefer_mxint4=prefer_mxint4)
 
+    def engine_verdict(self, prefix, num_experts, engine="sglang", proj_names=None,
+                       precedence="ct", fused=None, platform="cpu", prefer_mxint4=False):
+        """What `engine` ("sglang", "sglang@eba6af385d", "vllm:sm100", ...) would do with
+        the MoE layer `prefix` (moeq_engine_judge) -> dict with keys engine, scheme (the
+        class it builds, or None), error ("Type: message", or None), branch (the table
+        row), group and args_group (names or None), differs (words, [] when the engine
+        agrees with moeq) and moeq_scheme (moeq's own choice, None when it fails)."""
+        h = self._live()
+        ropts, keep = _resolve_options(precedence, fused)
+        sopts = _select_options(platform, prefer_mxint4)
+        projs = _proj_array(proj_names)
+        out = moeq_engine_verdict()
+        _errors.call(lib.moeq_engine_judge, h.ptr, _engine_spec(engine), cstr(prefix, "prefix"),
+                     int32(num_experts, "num_experts", unsigned=True), projs, ropts,
+                     ctypes.byref(sopts), ctypes.byref(out))
+        del keep
+        groups = [g["name"] for g in self.groups]
+
+        def group(i):
+            return groups[i] if i >= 0 else None
+
+        return {
+            "engine": out.engine.decode(),
+            "scheme": out.scheme.decode() or None,
+            "error": out.error.decode("utf-8", "replace") or None,
+            "branch": out.branch.decode(),
+            "group": group(out.group_index),
+            "args_group": group(out.args_group_index),
+            "differs": [w for bit, w in enumerate(ENGINE_DIFFERS) if out.differs >> bit & 1],
+            "moeq_scheme": lib.moeq_scheme_name(out.moeq_scheme).decode()
+            if out.moeq_scheme >= 0 else None,
+        }
+
     def plan(self, lines, json=True, threads=1, precedence="ct", fused=None, platform="cpu",
-             prefer_mxint4=False):
+             prefer_mxint4=False, engine=None):
         """Plans layer lines: "NAME" or "NAME moe N [GATE,UP,DOWN]".
 
         `lines` is one string (newline-separated) or a list of lines.  Returns
         the list of dicts `moeq plan --json` prints (json=True) or its text
-        table (json=False)."""
+        table (json=False).  `engine` ("sglang", "sglang@eba6af385d",
+        "vllm:sm100", ...) adds what that engine's MoE dispatch would do:
+        keys engine, engine_scheme, engine_error, engine_group and
+        engine_differs (see docs/engines.md)."""
         h = self._live()
         if not isinstance(lines, (str, bytes)):
             lines = list(lines)
@@ -392,6 +442,8 @@ class Config(Owner):
         popts.select = ctypes.pointer(sopts)
         popts.json = 1 if json else 0
         popts.threads = int32(threads, "threads")
+        if engine is not None:
+            popts.engine = _engine_spec(engine)
         out = ctypes.c_void_p()
         errors = ctypes.c_uint32()
         _errors.call(lib.moeq_plan, h.ptr, data, len(data), ctypes.byref(popts),
@@ -404,14 +456,21 @@ class Config(Owner):
         return _json.loads(result) if json else result
 
 
+def _engine_spec(engine):
+    if not isinstance(engine, str):
+        raise TypeError("engine must be a str such as \"sglang@d315eb725\"")
+    return engine.encode("utf-8")
+
+
 def inspect(config, checkpoint, json=True, names_only=False, precedence="ct", fused=None,
-            platform="cpu", prefer_mxint4=False):
+            platform="cpu", prefer_mxint4=False, engine=None):
     """moeq_inspect: plans a checkpoint's modules against `config` and accounts
     for every tensor -> (report, summary).
 
     report: the dict `moeq inspect --json` prints (json=True) or the text
     report; summary: counts (tensors, modules, moe_layers, unconsumed,
-    missing, errors, ...)."""
+    missing, errors, ...).  `engine` as in Config.plan: MoE rows also say
+    what that engine's dispatch would build or raise."""
     h = config._live()
     ck = checkpoint._live()
     ropts, keep = _resolve_options(precedence, fused)
@@ -421,6 +480,8 @@ def inspect(config, checkpoint, json=True, names_only=False, precedence="ct", fu
     opts.select = ctypes.pointer(sopts)
     opts.json = 1 if json else 0
     opts.names_only = 1 if names_only else 0
+    if engine is not None:
+        opts.engine = _engine_spec(engine)
     out = ctypes.c_void_p()
     summary = moeq_inspect_summary()
     _errors.call(lib.moeq_inspect, h.ptr, ck.ptr, ctypes.byref(opts), ctypes.byref(out),
@@ -439,6 +500,17 @@ def dequant_flags(config):
     return config.dequant_flags
 
 
+# The words of moeq_engine_verdict.differs, bit by bit (as `plan --json` writes them).
+ENGINE_DIFFERS = ("error", "scheme", "group", "unquantized", "quantized", "args", "moeq_fails")
+
+
+def engines():
+    """[(name, summary)] of the modelled engine versions ("sglang@d315eb725", ...),
+    newest first within an engine."""
+    return [(lib.moeq_engine_name(i).decode(), lib.moeq_engine_summary(i).decode())
+            for i in range(lib.moeq_engine_count())]
+
+
 def schemes():
     """Every MoE scheme name, in id order."""
     return list(SCHEMES)
@@ -447,3 +519,48 @@ def schemes():
 def scheme_summary(scheme):
     """One line saying what a scheme computes."""
     return lib.moeq_scheme_summary(lookup(SCHEMES, scheme, "scheme")).decode()
+
+
+ACTIVATIONS = ("silu", "gelu", "gelu_tanh", "swiglu_oai", "relu2")
+
+
+def model_moe_dict(m):
+    """A moeq_model_moe as a plain dict."""
+    summary = ctypes.create_string_buffer(256)
+    lib.moeq_model_moe_summary(ctypes.byref(m), summary, len(summary))
+    return {
+        "family": m.family.decode(), "model_type": m.model_type.decode(), "known": bool(m.known),
+        "num_experts": m.num_experts, "top_k": m.top_k, "hidden_size": m.hidden_size,
+        "intermediate_size": m.intermediate_size,
+        "scoring": "sigmoid" if m.scoring == 1 else "softmax",
+        "renormalize": bool(m.renormalize), "num_expert_group": m.num_expert_group,
+        "topk_group": m.topk_group, "routed_scaling_factor": m.routed_scaling_factor,
+        "apply_router_weight_on_input": bool(m.apply_router_weight_on_input),
+        "activation": ACTIVATIONS[m.activation], "swiglu_alpha": m.swiglu_alpha,
+        "swiglu_limit": m.swiglu_limit, "gated": bool(m.gated),
+        "expert_bias": bool(m.expert_bias), "n_shared_experts": m.n_shared_experts,
+        "shared_expert_gate": bool(m.shared_expert_gate),
+        "params_dtype": dtype_name(m.params_dtype), "moe_block": m.moe_block.decode(),
+        "router": m.router.decode(), "router_bias": bool(m.router_bias),
+        "correction_bias": m.correction_bias.decode(), "experts": m.experts.decode(),
+        "proj": [p.value.decode() for p in m.proj], "defaults": m.defaults.decode(),
+        "unknown_defaults": bool(m.unknown_defaults), "summary": summary.value.decode(),
+    }
+
+
+def model_family(model_type):
+    """The family table's row for a model_type (what its code does with a silent config)."""
+    m = moeq_model_moe()
+    _errors.call(lib.moeq_model_family, cstr(model_type, "model_type"), ctypes.byref(m))
+    return model_moe_dict(m)
+
+
+def model_families():
+    """[(model_type, modeling file)] of every family in the table."""
+    out, i = [], 0
+    while True:
+        name = lib.moeq_model_family_name(i)
+        if name is None:
+            return out
+        out.append((name.decode(), lib.moeq_model_family_source(i).decode()))
+        i += 1

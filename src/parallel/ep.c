@@ -30,7 +30,7 @@
  */
 #include "moeq/moeq_ep.h"
 
-#include "moe.h"
+#include "layer/moe.h"
 
 #include <limits.h>
 #include <math.h>

@@ -86,7 +86,6 @@ typedef struct ep_meta {
     float w;
 } ep_meta;
 
-
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -259,7 +258,8 @@ static moeq_status agree(moeq_ep *ep, moeq_status local, const moeq_error *local
         if (me) memcpy(w, text + off, sizeof w); /* text is zero-padded past len */
         st = c_allreduce(ep, w, 16, MOEQ_EP_REDUCE_MAX, err);
         if (st != MOEQ_STATUS_OK) return st;
-        if (!me) memcpy(text + off, w, off + sizeof w <= sizeof text ? sizeof w : sizeof text - off);
+        if (!me)
+            memcpy(text + off, w, off + sizeof w <= sizeof text ? sizeof w : sizeof text - off);
     }
     if (me) {
         if (err && local_err) *err = *local_err;
@@ -267,8 +267,8 @@ static moeq_status agree(moeq_ep *ep, moeq_status local, const moeq_error *local
         return local;
     }
     text[len] = '\0';
-    moeq_status status = code > 0 && code < MOEQ_STATUS_COUNT_ ? (moeq_status)code
-                                                               : MOEQ_STATUS_INTERNAL;
+    moeq_status status =
+        code > 0 && code < MOEQ_STATUS_COUNT_ ? (moeq_status)code : MOEQ_STATUS_INTERNAL;
     return moeq__error(err, status, "%s: expert parallelism, %s: rank %d of %d failed: %s",
                        ep_name(ep), phase, (int)failed, (int)ep->size, text);
 }

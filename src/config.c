@@ -1450,8 +1450,17 @@ static moeq_status parse_transform(parse_ctx *ctx, const char *block_path, const
 /* Model fields (num_experts, hidden_size, ... of the whole config.json)     */
 /* ------------------------------------------------------------------------ */
 
+/* architectures ["Glm4MoeForCausalLM"] is kept as its first name, a string. */
+static const cJSON *model_value(const cJSON *c) {
+    if (c->string && strcmp(c->string, "architectures") == 0 && cJSON_IsArray(c)) {
+        return cJSON_IsString(c->child) ? c->child : NULL;
+    }
+    return c;
+}
+
 static bool is_model_scalar(const cJSON *c) {
-    return c->string && (cJSON_IsNumber(c) || cJSON_IsBool(c) || cJSON_IsString(c));
+    const cJSON *v = model_value(c);
+    return c->string && v && (cJSON_IsNumber(v) || cJSON_IsBool(v) || cJSON_IsString(v));
 }
 
 static const moeq__model_field *find_model_field(const moeq_config *cfg, const char *key) {
@@ -1462,11 +1471,12 @@ static const moeq__model_field *find_model_field(const moeq_config *cfg, const c
 }
 
 /* Sets (or overwrites) one field.  The array was sized for every candidate. */
-static moeq_status set_model_field(parse_ctx *ctx, const cJSON *c) {
+static moeq_status set_model_field(parse_ctx *ctx, const cJSON *named) {
     moeq_config *cfg = ctx->cfg;
+    const cJSON *c = model_value(named);
     moeq__model_field *f = NULL;
     for (uint32_t i = 0; i < cfg->n_model_fields && !f; i++) {
-        if (strcmp(cfg->model_fields[i].key, c->string) == 0) f = &cfg->model_fields[i];
+        if (strcmp(cfg->model_fields[i].key, named->string) == 0) f = &cfg->model_fields[i];
     }
     char *string = NULL;
     if (cJSON_IsString(c)) {
@@ -1474,7 +1484,7 @@ static moeq_status set_model_field(parse_ctx *ctx, const cJSON *c) {
         if (!string) return nomem(ctx);
     }
     if (!f) {
-        char *key = moeq__strdup(c->string);
+        char *key = moeq__strdup(named->string);
         if (!key) {
             moeq__free(string);
             return nomem(ctx);

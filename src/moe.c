@@ -94,6 +94,12 @@ static moeq_status check_config(const moeq_moe_config *c, moeq_error *err) {
                            "hidden_size (%d) and intermediate_size (%d) must be >= 1",
                            (int)c->hidden_size, (int)c->intermediate_size);
     }
+    if (c->activation == MOEQ_ACT_RELU2) {
+        return moeq__error(err, MOEQ_STATUS_UNSUPPORTED,
+                           "activation relu2 (4) belongs to non-gated experts "
+                           "(down(relu2(up x))); this layer runs gated experts: silu (0), "
+                           "gelu (1), gelu_tanh (2) or swigluoai (3)");
+    }
     if (c->activation < MOEQ_ACT_SILU || c->activation > MOEQ_ACT_SWIGLUOAI) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
                            "activation %d is not silu (0), gelu (1), gelu_tanh (2) or "

@@ -48,29 +48,31 @@ extern const size_t moeq_demo_glm_config_len;
  * experts, 78 the MTP layer), attention, shared experts and routers. */
 void cli_glm_layer_lines(cli_buf *out, int moe_lines);
 
-/* config.json keys for the MoE dimensions, first found wins (model_layer.c). */
-extern const char *const cli_keys_experts[];
-extern const char *const cli_keys_top_k[];
-extern const char *const cli_keys_hidden[];
-extern const char *const cli_keys_intermediate[];
-/* The first of KEYS the model config has (*found = 1), else fallback (*found = 0). */
-double cli_model_number(const moeq_config *cfg, const char *const *keys, double fallback,
-                        int *found);
+/* The model's MoE settings through the family table (moeq_model_moe_get);
+ * prints the error, or the warning for an unknown family that took
+ * defaults, to stderr.  WHAT names the model directory or config. */
+int cli_model_moe(const moeq_config *cfg, const char *what, moeq_model_moe *mm);
+/* "model: glm4_moe; routing: sigmoid, top-8 of 128, ..." and, when some came
+ * from the family table, the line that lists them. */
+void cli_print_routing(FILE *f, const moeq_model_moe *mm);
 
 /* A MoE layer of a model: resolution, selection, and the moeq_moe_config
- * (activation and parameter dtype from config.json) that creates it.
- * mc points into the struct and at LAYER: use it in place. */
+ * (activation, SwiGLU limits and parameter dtype from the model's family)
+ * that creates it.  mc points into the struct and at LAYER: use it in place. */
 typedef struct cli_moe_layer {
     moeq_resolution res;
     moeq_selection sel;
     moeq_moe_config mc;
     const char *proj[3];
 } cli_moe_layer;
-/* proj NULL: gate_proj, up_proj, down_proj.  Prints the error and returns
- * CLI_FAILED when LAYER does not resolve or no scheme accepts it. */
-int cli_moe_layer_setup(const moeq_config *cfg, const char *layer, const char *const proj[3],
-                        int32_t experts, int32_t hidden, int32_t intermediate,
-                        const moeq_select_options *so, cli_moe_layer *out);
+/* proj NULL: the family's names.  has_bias -1: the family decides; 0 or 1:
+ * the checkpoint does.  Prints the error and returns CLI_FAILED when LAYER
+ * does not resolve, no scheme accepts it, or its experts are of a kind the
+ * layer cannot run. */
+int cli_moe_layer_setup(const moeq_config *cfg, const moeq_model_moe *mm, const char *layer,
+                        const char *const proj[3], int32_t experts, int32_t hidden,
+                        int32_t intermediate, int32_t has_bias, const moeq_select_options *so,
+                        cli_moe_layer *out);
 
 int cmd_plan(int argc, char **argv);
 int cmd_demo(int argc, char **argv);

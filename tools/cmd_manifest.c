@@ -182,30 +182,33 @@ int cmd_manifest(int argc, char **argv) {
     moeq_error err;
     moeq_config *cfg = cli_load_config(config_path);
     if (!cfg) return CLI_USAGE;
+    moeq_model_moe mm;
+    if (cli_model_moe(cfg, config_path, &mm) != CLI_OK) {
+        moeq_config_destroy(cfg);
+        return CLI_FAILED;
+    }
     struct {
         long *value;
-        const char *const *keys;
-        const char *flag;
-    } dims[3] = {{&experts, cli_keys_experts, "--experts"},
-                 {&hidden, cli_keys_hidden, "--hidden"},
-                 {&inter, cli_keys_intermediate, "--intermediate"}};
+        int32_t model;
+        const char *what, *flag;
+    } dims[3] = {{&experts, mm.num_experts, "expert count", "--experts"},
+                 {&hidden, mm.hidden_size, "hidden_size", "--hidden"},
+                 {&inter, mm.intermediate_size, "expert intermediate size", "--intermediate"}};
     for (int d = 0; d < 3; d++) {
         if (*dims[d].value) continue;
-        int found = 0;
-        double v = cli_model_number(cfg, dims[d].keys, 0, &found);
-        if (!found || !(v >= 1 && v <= (1 << 24)) || v != (double)(long)v) {
+        if (dims[d].model < 1 || dims[d].model > (1 << 24)) {
             fprintf(stderr, "moeq manifest: %s has no usable %s; give %s\n", config_path,
-                    dims[d].keys[0], dims[d].flag);
+                    dims[d].what, dims[d].flag);
             moeq_config_destroy(cfg);
             return CLI_USAGE;
         }
-        *dims[d].value = (long)v;
+        *dims[d].value = dims[d].model;
     }
     int rc = CLI_FAILED;
     cli_moe_layer ml;
     moeq_moe *moe = NULL;
-    if (cli_moe_layer_setup(cfg, layer, proj_arg ? proj : NULL, (int32_t)experts, (int32_t)hidden,
-                            (int32_t)inter, &so, &ml) == CLI_OK) {
+    if (cli_moe_layer_setup(cfg, &mm, layer, proj_arg ? proj : NULL, (int32_t)experts,
+                            (int32_t)hidden, (int32_t)inter, -1, &so, &ml) == CLI_OK) {
         if (moeq_moe_create(&ml.mc, &moe, &err) != MOEQ_OK) {
             cli_print_error(layer, &err);
         } else {

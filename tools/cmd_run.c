@@ -22,11 +22,14 @@ static void run_usage(FILE *f) {
                "                [--platform cpu|npu] [--prefer-mxint4]\n\n"
                "Loads the MoE layer PREFIX (e.g. model.layers.3.mlp.experts) from MODEL_DIR\n"
                "(config.json + safetensors), runs it on X ([T, H] float32; random when absent)\n"
-               "and writes OUT as float32 [T, H].  Routing follows config.json: num_experts /\n"
-               "n_routed_experts, num_experts_per_tok, norm_topk_prob, scoring_func, n_group,\n"
-               "topk_group, routed_scaling_factor and the e_score_correction_bias tensor; logits\n"
-               "come from R (float32 [T, E]), else from the router weight <parent>.gate.weight,\n"
-               "else are random; or routing is given as I (int32 [T, k]) and W (float32 [T, k]).\n"
+               "and writes OUT as float32 [T, H].  Routing and the experts' activation follow\n"
+               "the model as its family's code runs it (model_type in moeq's family table;\n"
+               "keys config.json carries win over the table): scoring, top-k, renormalizing,\n"
+               "groups, scaling, the correction bias tensor, SwiGLU limits, expert biases.\n"
+               "Logits come from R (float32 [T, E]), else from the family's router\n"
+               "(<parent>.gate or <parent>.router: weight and bias), else are random (with a\n"
+               "warning); or routing is given as I (int32 [T, k]) and W (float32 [T, k]).\n"
+               "The routing used is printed, with the settings taken from the family table.\n"
                "Prints the time per token.  --check compares the output with the float64\n"
                "reference of the same math and fails past 1e-4 relative (1e-2 with 8-bit\n"
                "quantized inputs, 5e-2 with 4-bit ones).\n\n"
@@ -99,7 +102,7 @@ static int read_npy(const char *path, int32_t want, int64_t d0, int64_t d1, npy_
 
 /* The projection names the checkpoint uses for PREFIX, and the expert count. */
 static int scan_experts(const moeq_checkpoint *ck, const char *prefix, const char **proj,
-                        int32_t *count) {
+                        int32_t *count, int32_t *has_bias) {
     size_t plen = strlen(prefix);
     int32_t max_id = -1;
     int w_style = 0, hf_style = 0;
@@ -115,6 +118,8 @@ static int scan_experts(const moeq_checkpoint *ck, const char *prefix, const cha
         if (id > max_id) max_id = (int32_t)id;
         if (strncmp(end + 1, "gate_proj.", 10) == 0) hf_style = 1;
         if (strncmp(end + 1, "w1.", 3) == 0) w_style = 1;
+        size_t len = strlen(end + 1);
+        if (len > 5 && strcmp(end + 1 + len - 5, ".bias") == 0) *has_bias = 1;
     }
     static const char *const hf[3] = {"gate_proj", "up_proj", "down_proj"};
     static const char *const mixtral[3] = {"w1", "w3", "w2"};
@@ -124,11 +129,40 @@ static int scan_experts(const moeq_checkpoint *ck, const char *prefix, const cha
     return max_id >= 0 ? 0 : -1;
 }
 
-/* logits[t, e] = x[t] . W[e] with the dense router weight [E, H]. */
-static int router_logits(const moeq_checkpoint *ck, const char *parent, const float *x, int64_t T,
-                         int32_t E, int32_t H, float *logits) {
+/* A float vector tensor [n] of the checkpoint as float32 (malloc'ed); NULL
+ * with *bad = 1 (and a message) when it exists but is not one, NULL with
+ * *bad = 0 when it is absent. */
+static float *read_vector(const moeq_checkpoint *ck, const char *name, int32_t n, int *bad) {
+    moeq_tensor t;
+    *bad = 0;
+    if (moeq_checkpoint_find(ck, name, &t) != MOEQ_OK) return NULL;
+    int64_t shape[2];
+    moeq_tensor bt = t;
+    bt.name = "weight";
+    bt.ndim = 2;
+    bt.shape[0] = 1;
+    /* [n], or [1, n] as Ernie 4.5 stores its moe_statics */
+    bt.shape[1] = t.ndim == 1 ? t.shape[0] : t.ndim == 2 && t.shape[0] == 1 ? t.shape[1] : -1;
+    float *v = malloc((size_t)n * sizeof(float));
+    moeq_error err;
+    if (!v || bt.shape[1] != n ||
+        moeq_dequantize(NULL, MOEQ_FORMAT_DENSE, 0, name, &bt, 1, MOEQ_DTYPE_F32, v,
+                        (uint64_t)n * 4u, shape, &err) != MOEQ_OK) {
+        fprintf(stderr, "moeq: %s is not a float [%d] vector\n", name, (int)n);
+        free(v);
+        *bad = 1;
+        return NULL;
+    }
+    return v;
+}
+
+/* logits[t, e] = x[t] . W[e] (+ b[e]) with the dense router weight [E, H]
+ * <parent>.<router>.weight and, where the family has one, its bias. */
+static int router_logits(const moeq_checkpoint *ck, const char *parent, const char *router,
+                         const float *x, int64_t T, int32_t E, int32_t H, float *logits,
+                         int *with_bias) {
     char name[600];
-    snprintf(name, sizeof name, "%s.gate.weight", parent);
+    snprintf(name, sizeof name, "%s.%s.weight", parent, router);
     moeq_tensor w;
     if (moeq_checkpoint_find(ck, name, &w) != MOEQ_OK) return 0;
     if (w.ndim != 2 || w.shape[0] != E || w.shape[1] != H ||
@@ -150,9 +184,18 @@ static int router_logits(const moeq_checkpoint *ck, const char *parent, const fl
         free(wf);
         return -1;
     }
+    char bias_name[600];
+    snprintf(bias_name, sizeof bias_name, "%s.%s.bias", parent, router);
+    int bad;
+    float *b = read_vector(ck, bias_name, E, &bad);
+    if (bad) {
+        free(wf);
+        return -1;
+    }
+    *with_bias = b != NULL;
     for (int64_t i = 0; i < T; i++) {
         for (int32_t e = 0; e < E; e++) {
-            double acc = 0;
+            double acc = b ? (double)b[e] : 0.0;
             for (int32_t h = 0; h < H; h++) {
                 acc += (double)x[i * H + h] * (double)wf[(size_t)e * (size_t)H + (size_t)h];
             }
@@ -160,6 +203,7 @@ static int router_logits(const moeq_checkpoint *ck, const char *parent, const fl
         }
     }
     free(wf);
+    free(b);
     return 1;
 }
 
@@ -239,27 +283,23 @@ int cmd_run(int argc, char **argv) {
         rc = CLI_USAGE;
         goto done;
     }
+    moeq_model_moe mm;
+    if (cli_model_moe(cfg, dir, &mm) != CLI_OK) goto done;
     const char *proj[3];
-    int32_t found_experts = 0;
-    if (scan_experts(ck, layer, proj, &found_experts) != 0) {
+    int32_t found_experts = 0, has_bias = 0;
+    if (scan_experts(ck, layer, proj, &found_experts, &has_bias) != 0) {
         fprintf(stderr, "moeq: %s: no tensor named %s.<expert>.<proj>.* in %s\n", layer, layer,
                 dir);
         goto done;
     }
-    static const char *const k_norm[] = {"norm_topk_prob", NULL};
-    static const char *const k_ngroup[] = {"n_group", NULL};
-    static const char *const k_topkg[] = {"topk_group", NULL};
-    static const char *const k_rsf[] = {"routed_scaling_factor", NULL};
-    int has_e = 0, has_k = 0, has_h = 0, has_i = 0;
-    int32_t E = (int32_t)cli_model_number(cfg, cli_keys_experts, found_experts, &has_e);
-    int32_t top_k = (int32_t)cli_model_number(cfg, cli_keys_top_k, 0, &has_k);
-    int32_t H = (int32_t)cli_model_number(cfg, cli_keys_hidden, 0, &has_h);
-    int32_t I = (int32_t)cli_model_number(cfg, cli_keys_intermediate, 0, &has_i);
-    if (!has_h || !has_i || (!has_k && !ids_path)) {
+    int32_t E = mm.num_experts ? mm.num_experts : found_experts;
+    int32_t top_k = mm.top_k, H = mm.hidden_size, I = mm.intermediate_size;
+    if (!H || !I || (!top_k && !ids_path)) {
         fprintf(stderr,
-                "moeq: %s/config.json lacks hidden_size, moe_intermediate_size or "
-                "num_experts_per_tok\n",
-                dir);
+                "moeq: %s/config.json lacks the hidden size, the experts' intermediate size or "
+                "the experts per token (for %s: hidden_size, %s, %s)\n",
+                dir, mm.family[0] ? mm.family : "this model", "moe_intermediate_size",
+                "num_experts_per_tok");
         rc = CLI_USAGE;
         goto done;
     }
@@ -268,9 +308,13 @@ int cmd_run(int argc, char **argv) {
                 "moeq: warning: config.json says %d experts, the checkpoint holds %d for %s\n",
                 (int)E, (int)found_experts, layer);
     }
+    cli_print_routing(stdout, &mm);
 
     cli_moe_layer ml;
-    if (cli_moe_layer_setup(cfg, layer, proj, E, H, I, &so, &ml) != CLI_OK) goto done;
+    if (cli_moe_layer_setup(cfg, &mm, layer, proj, E, H, I, has_bias, &so, &ml) != CLI_OK) {
+        goto done;
+    }
+    ml.mc.apply_router_weight_on_input = mm.apply_router_weight_on_input;
     double t0 = now_s();
     if (moeq_moe_create(&ml.mc, &moe, &err) != MOEQ_OK ||
         moeq_moe_load_checkpoint(moe, ck, layer, isatty(2) ? progress_cb : NULL, NULL, NULL, NULL,
@@ -318,45 +362,30 @@ int cmd_run(int argc, char **argv) {
             memcpy(logits, rl.data, (size_t)T * (size_t)E * sizeof(float));
             source = logits_path;
         } else {
-            int r = router_logits(ck, parent, x, T, E, H, logits);
+            int with_bias = 0;
+            int r = router_logits(ck, parent, mm.router, x, T, E, H, logits, &with_bias);
             if (r < 0) goto done;
             if (r > 0) {
-                source = "the router weight";
+                source = with_bias ? "the router weight and bias" : "the router weight";
             } else {
+                fprintf(stderr,
+                        "moeq: warning: %s has no router %s.%s.weight; routing random logits "
+                        "(give --router-logits R.npy)\n",
+                        dir, parent, mm.router);
                 for (int64_t i = 0; i < T * E; i++) logits[i] = normal();
             }
         }
-        const char *scoring = moeq_config_model_string(cfg, "scoring_func");
         moeq_route_config rc_route;
-        memset(&rc_route, 0, sizeof rc_route);
+        moeq_model_moe_route(&mm, &rc_route);
         rc_route.num_experts = E;
         rc_route.top_k = top_k;
-        rc_route.scoring =
-            scoring && !strcmp(scoring, "sigmoid") ? MOEQ_SCORING_SIGMOID : MOEQ_SCORING_SOFTMAX;
-        rc_route.renormalize = (int32_t)cli_model_number(cfg, k_norm, 1, NULL) != 0;
-        rc_route.num_expert_group = (int32_t)cli_model_number(cfg, k_ngroup, 0, NULL);
-        rc_route.topk_group = (int32_t)cli_model_number(cfg, k_topkg, 0, NULL);
-        rc_route.routed_scaling_factor = (float)cli_model_number(cfg, k_rsf, 1, NULL);
-        if (rc_route.num_expert_group <= 1) rc_route.num_expert_group = rc_route.topk_group = 0;
-        char bias_name[600];
-        snprintf(bias_name, sizeof bias_name, "%s.gate.e_score_correction_bias", parent);
-        moeq_tensor bias;
         float *bias_f = NULL;
-        if (moeq_checkpoint_find(ck, bias_name, &bias) == MOEQ_OK) {
-            int64_t shape[2];
-            moeq_tensor bt = bias;
-            bt.name = "weight";
-            bt.ndim = 2;
-            bt.shape[0] = 1;
-            bt.shape[1] = bias.ndim == 1 ? bias.shape[0] : -1;
-            bias_f = malloc((size_t)E * sizeof(float));
-            if (!bias_f || bt.shape[1] != E ||
-                moeq_dequantize(NULL, MOEQ_FORMAT_DENSE, 0, bias_name, &bt, 1, MOEQ_DTYPE_F32,
-                                bias_f, (uint64_t)E * 4u, shape, &err) != MOEQ_OK) {
-                fprintf(stderr, "moeq: %s is not a float [%d] vector\n", bias_name, (int)E);
-                free(bias_f);
-                goto done;
-            }
+        if (mm.correction_bias[0]) {
+            char bias_name[600];
+            snprintf(bias_name, sizeof bias_name, "%s.%s", parent, mm.correction_bias);
+            int bad;
+            bias_f = read_vector(ck, bias_name, E, &bad);
+            if (bad) goto done;
             rc_route.correction_bias = bias_f;
         }
         moeq_status st = moeq_route(&rc_route, logits, T, ids, weights, &err);
@@ -365,10 +394,11 @@ int cmd_run(int argc, char **argv) {
             cli_print_error("routing", &err);
             goto done;
         }
-        printf("routing: %s logits, %s, top-%d%s%s\n", source,
+        printf("routing: %s logits, %s, top-%d%s%s%s\n", source,
                rc_route.scoring ? "sigmoid" : "softmax", (int)top_k,
                rc_route.renormalize ? ", renormalized" : "",
-               rc_route.correction_bias ? ", correction bias" : "");
+               rc_route.correction_bias ? ", correction bias" : "",
+               mm.apply_router_weight_on_input ? ", weight applied to the input" : "");
     }
 
     /* run and time */

@@ -8,40 +8,50 @@
 
 #include "cli.h"
 
-const char *const cli_keys_experts[] = {"num_experts", "n_routed_experts", "num_local_experts",
-                                        NULL};
-const char *const cli_keys_top_k[] = {"num_experts_per_tok", "moe_topk", NULL};
-const char *const cli_keys_hidden[] = {"hidden_size", NULL};
-const char *const cli_keys_intermediate[] = {"moe_intermediate_size", "intermediate_size", NULL};
-
-double cli_model_number(const moeq_config *cfg, const char *const *keys, double fallback,
-                        int *found) {
-    double v;
-    for (const char *const *k = keys; *k; k++) {
-        if (moeq_config_model_number(cfg, *k, &v) == MOEQ_OK) {
-            if (found) *found = 1;
-            return v;
-        }
+int cli_model_moe(const moeq_config *cfg, const char *what, moeq_model_moe *mm) {
+    moeq_error err;
+    if (moeq_model_moe_get(cfg, mm, &err) != MOEQ_OK) {
+        cli_print_error(what, &err);
+        return CLI_FAILED;
     }
-    if (found) *found = 0;
-    return fallback;
+    if (mm->unknown_defaults) {
+        fprintf(stderr,
+                "moeq: warning: model_type '%s' is not in moeq's family table and config.json "
+                "does not say everything; took %s\n",
+                mm->model_type[0] ? mm->model_type : "(none)", mm->defaults);
+    }
+    return CLI_OK;
 }
 
-int cli_moe_layer_setup(const moeq_config *cfg, const char *layer, const char *const proj[3],
-                        int32_t experts, int32_t hidden, int32_t intermediate,
-                        const moeq_select_options *so, cli_moe_layer *out) {
+void cli_print_routing(FILE *f, const moeq_model_moe *mm) {
+    char line[256];
+    moeq_model_moe_summary(mm, line, sizeof line);
+    fprintf(f, "model: %s%s; routing: %s\n",
+            mm->family[0] ? mm->family : (mm->model_type[0] ? mm->model_type : "unknown"),
+            mm->known ? "" : " (not in the family table)", line);
+    if (mm->defaults[0]) fprintf(f, "  not in config.json, taken from the family: %s\n", mm->defaults);
+}
+
+int cli_moe_layer_setup(const moeq_config *cfg, const moeq_model_moe *mm, const char *layer,
+                        const char *const proj[3], int32_t experts, int32_t hidden,
+                        int32_t intermediate, int32_t has_bias, const moeq_select_options *so,
+                        cli_moe_layer *out) {
     memset(out, 0, sizeof *out);
-    static const char *const hf[3] = {"gate_proj", "up_proj", "down_proj"};
-    for (int i = 0; i < 3; i++) out->proj[i] = proj ? proj[i] : hf[i];
+    for (int i = 0; i < 3; i++) out->proj[i] = proj ? proj[i] : mm->proj[i];
     moeq_error err;
+    if (!mm->gated) {
+        fprintf(stderr,
+                "moeq: %s: UNSUPPORTED: %s experts are non-gated (down(act(up x)), no gate "
+                "projection); moeq's MoE layers run gated experts\n",
+                layer, mm->family[0] ? mm->family : "these");
+        return CLI_FAILED;
+    }
     if (moeq_resolve_moe(cfg, layer, (uint32_t)experts, out->proj, NULL, &out->res, &err) !=
             MOEQ_OK ||
         moeq_select(&out->res, layer, so, &out->sel, &err) != MOEQ_OK) {
         cli_print_error(layer, &err);
         return CLI_FAILED;
     }
-    const char *act = moeq_config_model_string(cfg, "hidden_act");
-    const char *dtype = moeq_config_model_string(cfg, "torch_dtype");
     moeq_moe_config *mc = &out->mc;
     if (moeq_moe_config_init(mc, cfg, &out->res, &out->sel, &err) != MOEQ_OK) {
         cli_print_error(layer, &err);
@@ -52,13 +62,11 @@ int cli_moe_layer_setup(const moeq_config *cfg, const char *layer, const char *c
     mc->num_experts = experts;
     mc->hidden_size = hidden;
     mc->intermediate_size = intermediate;
-    mc->activation = act && !strcmp(act, "gelu") ? MOEQ_ACT_GELU
-                     : act && (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new"))
-                         ? MOEQ_ACT_GELU_TANH
-                         : MOEQ_ACT_SILU;
-    mc->params_dtype = dtype && !strcmp(dtype, "float32")   ? MOEQ_DTYPE_F32
-                       : dtype && !strcmp(dtype, "float16") ? MOEQ_DTYPE_F16
-                                                            : MOEQ_DTYPE_BF16;
+    mc->activation = mm->activation;
+    mc->swiglu_alpha = mm->swiglu_alpha;
+    mc->swiglu_limit = mm->swiglu_limit;
+    mc->params_dtype = mm->params_dtype;
+    mc->has_bias = has_bias < 0 ? mm->expert_bias : has_bias;
     return CLI_OK;
 }
 

@@ -980,8 +980,9 @@ typedef enum moeq_activation {
     MOEQ_ACT_SILU = 0,      /* silu(gate) * up */
     MOEQ_ACT_GELU = 1,      /* gelu(gate) * up (erf form) */
     MOEQ_ACT_GELU_TANH = 2, /* gelu(gate) * up (tanh approximation) */
-    MOEQ_ACT_SWIGLUOAI = 3  /* GPT-OSS: g = min(gate, L), u = clamp(up, -L, L),
+    MOEQ_ACT_SWIGLUOAI = 3, /* GPT-OSS: g = min(gate, L), u = clamp(up, -L, L),
                                g * sigmoid(alpha * g) * (u + 1) */
+    MOEQ_ACT_RELU2 = 4      /* relu(x)^2 of non-gated experts (Nemotron-H): down(relu2(up x)) */
 } moeq_activation;
 
 /* Everything a layer needs to know when it is created.  Zero-initialise and
@@ -1168,6 +1169,80 @@ MOEQ_API moeq_status moeq_moe_apply_reference(const moeq_moe *layer, int32_t x_d
                                               const void *x, int64_t tokens, int32_t top_k,
                                               const int32_t *topk_ids, const float *topk_weights,
                                               double *out, moeq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Model families                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* How a model's MoE blocks route and activate, as its family's reference
+ * modeling code (transformers) does it.  config.json often leaves these out
+ * (GLM4-MoE and DeepSeek-V3 configs have no scoring_func, yet both score with
+ * sigmoid), so moeq keeps one table of families, keyed by model_type (then by
+ * architectures[0]), that says what the code does when the config is silent;
+ * every key the config does carry overrides the table.  A model_type the
+ * table does not know takes moeq's defaults (softmax, renormalized, SiLU,
+ * gate/up/down) and `defaults` says so: callers should warn with it.
+ * Strings are fixed arrays (no ownership); the struct is plain data. */
+typedef struct moeq_model_moe {
+    char family[32];     /* the table row used ("glm4_moe"); "" when none matched */
+    char model_type[32]; /* config.json model_type as written; "" when absent */
+    int32_t known;       /* 1: a table row matched */
+    /* Dimensions, from the family's config keys; 0 when the config lacks one. */
+    int32_t num_experts;       /* routed experts (num_experts, n_routed_experts, ...) */
+    int32_t top_k;             /* experts per token */
+    int32_t hidden_size;
+    int32_t intermediate_size; /* per routed expert */
+    /* Routing (moeq_model_moe_route fills a moeq_route_config from these). */
+    int32_t scoring;           /* moeq_scoring */
+    int32_t renormalize;       /* 0 or 1 */
+    int32_t num_expert_group;  /* grouped top-k; 0 when off */
+    int32_t topk_group;
+    float routed_scaling_factor;          /* 1 when the family does not scale */
+    int32_t apply_router_weight_on_input; /* Llama 4: x * weight before the experts */
+    /* Experts. */
+    int32_t activation;        /* moeq_activation */
+    float swiglu_alpha;        /* MOEQ_ACT_SWIGLUOAI: 1.702 (GPT-OSS) */
+    float swiglu_limit;        /* MOEQ_ACT_SWIGLUOAI: 7.0 (GPT-OSS); 0 none */
+    int32_t gated;             /* 1: down(act(gate x) * up x); 0: down(act(up x)) */
+    int32_t expert_bias;       /* 1: every expert projection has a bias */
+    int32_t n_shared_experts;  /* shared experts beside the routed ones (not run by moeq_moe) */
+    int32_t shared_expert_gate;/* 1: a sigmoid gate scales the shared experts' output */
+    int32_t params_dtype;      /* dtype or torch_dtype: BF16 (default), F16 or F32 */
+    /* Module names under a decoder layer (prefix "model.layers.<n>."). */
+    char moe_block[32];        /* "mlp", "block_sparse_moe", "feed_forward", "mixer" */
+    char router[32];           /* router module under the block: "gate", "router" */
+    int32_t router_bias;       /* 1: the router has a bias */
+    char correction_bias[64];  /* tensor under the block ("gate.e_score_correction_bias");
+                                  used when present; "" when the family has none */
+    char experts[32];          /* container of the routed experts: "experts" */
+    char proj[3][16];          /* gate, up, down: gate_proj/up_proj/down_proj or w1/w3/w2 */
+    /* What came from the table or moeq's defaults rather than the config:
+     * "scoring=sigmoid (glm4_moe), renormalize=1 (glm4_moe)"; "" when the
+     * config said everything. */
+    char defaults[512];
+    int32_t unknown_defaults;  /* 1: an unknown family took moeq's defaults: warn */
+} moeq_model_moe;
+
+/* Reads cfg's model fields (config.json) through the family table.
+ * @return OK, INVALID_ARG (NULL; a config value of the wrong kind or range,
+ *         the message names the key). */
+MOEQ_API moeq_status moeq_model_moe_get(const moeq_config *cfg, moeq_model_moe *out,
+                                        moeq_error *err);
+/* The table row for a model_type alone (what its code does with a silent
+ * config; dimensions 0).  @return OK, NO_MATCH (unknown: the message lists
+ * the families), INVALID_ARG. */
+MOEQ_API moeq_status moeq_model_family(const char *model_type, moeq_model_moe *out,
+                                       moeq_error *err);
+/* Family i's model_type and the modeling file its row follows; NULL past the last. */
+MOEQ_API const char *moeq_model_family_name(uint32_t i);
+MOEQ_API const char *moeq_model_family_source(uint32_t i);
+/* Zeroes *out and fills num_experts, top_k, scoring, renormalize, groups
+ * and routed_scaling_factor from m (correction_bias stays NULL). */
+MOEQ_API void moeq_model_moe_route(const moeq_model_moe *m, moeq_route_config *out);
+/* "sigmoid, top-8 of 128, renormalized, 1 of 1 groups, scaled 2.5, correction bias"
+ * style one-line summary of the routing into buf (n bytes); returns the length
+ * it needed, as snprintf. */
+MOEQ_API size_t moeq_model_moe_summary(const moeq_model_moe *m, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -174,6 +174,40 @@ class moeq_route_config(ctypes.Structure):
     ]
 
 
+class moeq_model_moe(ctypes.Structure):
+    _fields_ = [
+        ("family", ctypes.c_char * 32),
+        ("model_type", ctypes.c_char * 32),
+        ("known", ctypes.c_int32),
+        ("num_experts", ctypes.c_int32),
+        ("top_k", ctypes.c_int32),
+        ("hidden_size", ctypes.c_int32),
+        ("intermediate_size", ctypes.c_int32),
+        ("scoring", ctypes.c_int32),
+        ("renormalize", ctypes.c_int32),
+        ("num_expert_group", ctypes.c_int32),
+        ("topk_group", ctypes.c_int32),
+        ("routed_scaling_factor", ctypes.c_float),
+        ("apply_router_weight_on_input", ctypes.c_int32),
+        ("activation", ctypes.c_int32),
+        ("swiglu_alpha", ctypes.c_float),
+        ("swiglu_limit", ctypes.c_float),
+        ("gated", ctypes.c_int32),
+        ("expert_bias", ctypes.c_int32),
+        ("n_shared_experts", ctypes.c_int32),
+        ("shared_expert_gate", ctypes.c_int32),
+        ("params_dtype", ctypes.c_int32),
+        ("moe_block", ctypes.c_char * 32),
+        ("router", ctypes.c_char * 32),
+        ("router_bias", ctypes.c_int32),
+        ("correction_bias", ctypes.c_char * 64),
+        ("experts", ctypes.c_char * 32),
+        ("proj", (ctypes.c_char * 16) * 3),
+        ("defaults", ctypes.c_char * 512),
+        ("unknown_defaults", ctypes.c_int32),
+    ]
+
+
 class moeq_moe_config(ctypes.Structure):
     _fields_ = [
         ("scheme", ctypes.c_int32),
@@ -286,7 +320,8 @@ STRUCTS = {
     for cls in (
         moeq_error, moeq_quant_args, moeq_config_options, moeq_group_view, moeq_fused_name,
         moeq_resolve_options, moeq_resolution, moeq_select_options, moeq_selection,
-        moeq_plan_options, moeq_tensor, moeq_route_config, moeq_moe_config, moeq_param,
+        moeq_plan_options, moeq_tensor, moeq_route_config, moeq_model_moe, moeq_moe_config,
+        moeq_param,
         moeq_ctx_options, moeq_inspect_options, moeq_inspect_summary, moeq_synth_group,
         moeq_synth_layout,
     )
@@ -352,6 +387,13 @@ PROTOTYPES = {
     "moeq_config_group": (_st, [_h, _u32, ctypes.POINTER(moeq_group_view)], True),
     "moeq_config_model_number": (_st, [_h, _s, ctypes.POINTER(ctypes.c_double)], True),
     "moeq_config_model_string": (_s, [_h, _s], True),
+    "moeq_model_moe_get": (_st, [_h, ctypes.POINTER(moeq_model_moe), _e], True),
+    "moeq_model_family": (_st, [_s, ctypes.POINTER(moeq_model_moe), _e], True),
+    "moeq_model_family_name": (_s, [ctypes.c_uint32], True),
+    "moeq_model_family_source": (_s, [ctypes.c_uint32], True),
+    "moeq_model_moe_summary": (
+        ctypes.c_size_t, [ctypes.POINTER(moeq_model_moe), ctypes.c_char_p, ctypes.c_size_t],
+        True),
     "moeq_config_dequant_flags": (_u32, [_h], True),
     # resolve, select, plan
     "moeq_resolve": (

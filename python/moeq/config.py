@@ -9,8 +9,8 @@ from ._core import (ACTORDERS, Handle, Owner, SCHEMES, STRATEGIES, c_list, cstr,
                     format_name, int32, lookup, name_of, text)
 from ._lib import (lib, moeq_config_options, moeq_fused_name, moeq_group_view,
                    moeq_inspect_options, moeq_inspect_summary, moeq_plan_options,
-                   moeq_quant_args, moeq_resolution, moeq_resolve_options, moeq_select_options,
-                   moeq_selection)
+                   moeq_model_moe, moeq_quant_args, moeq_resolution, moeq_resolve_options,
+                   moeq_select_options, moeq_selection)
 
 KINDS = {"linear": 0, "expert": 1, "other": 2}
 PRECEDENCES = {"ct": 0, "engine": 1}
@@ -329,6 +329,18 @@ class Config(Owner):
         value = text(self._call(lib.moeq_config_model_string, cstr(key, "key")))
         return default if value is None else value
 
+    def model_moe(self):
+        """The model's MoE blocks as its family's code runs them (moeq_model_moe_get):
+        a dict with family, known, dimensions, routing (scoring, renormalize,
+        num_expert_group, topk_group, routed_scaling_factor,
+        apply_router_weight_on_input), experts (activation, swiglu_alpha,
+        swiglu_limit, gated, expert_bias, shared experts), module names and
+        `defaults`: the settings taken from the family table, not config.json."""
+        m = moeq_model_moe()
+        h = self._live()
+        _errors.call(lib.moeq_model_moe_get, h.ptr, ctypes.byref(m))
+        return model_moe_dict(m)
+
     @property
     def dequant_flags(self):
         """Flags a checkpoint written by this config's version needs (see dequantize)."""
@@ -447,3 +459,48 @@ def schemes():
 def scheme_summary(scheme):
     """One line saying what a scheme computes."""
     return lib.moeq_scheme_summary(lookup(SCHEMES, scheme, "scheme")).decode()
+
+
+ACTIVATIONS = ("silu", "gelu", "gelu_tanh", "swiglu_oai", "relu2")
+
+
+def model_moe_dict(m):
+    """A moeq_model_moe as a plain dict."""
+    summary = ctypes.create_string_buffer(256)
+    lib.moeq_model_moe_summary(ctypes.byref(m), summary, len(summary))
+    return {
+        "family": m.family.decode(), "model_type": m.model_type.decode(), "known": bool(m.known),
+        "num_experts": m.num_experts, "top_k": m.top_k, "hidden_size": m.hidden_size,
+        "intermediate_size": m.intermediate_size,
+        "scoring": "sigmoid" if m.scoring == 1 else "softmax",
+        "renormalize": bool(m.renormalize), "num_expert_group": m.num_expert_group,
+        "topk_group": m.topk_group, "routed_scaling_factor": m.routed_scaling_factor,
+        "apply_router_weight_on_input": bool(m.apply_router_weight_on_input),
+        "activation": ACTIVATIONS[m.activation], "swiglu_alpha": m.swiglu_alpha,
+        "swiglu_limit": m.swiglu_limit, "gated": bool(m.gated),
+        "expert_bias": bool(m.expert_bias), "n_shared_experts": m.n_shared_experts,
+        "shared_expert_gate": bool(m.shared_expert_gate),
+        "params_dtype": dtype_name(m.params_dtype), "moe_block": m.moe_block.decode(),
+        "router": m.router.decode(), "router_bias": bool(m.router_bias),
+        "correction_bias": m.correction_bias.decode(), "experts": m.experts.decode(),
+        "proj": [p.value.decode() for p in m.proj], "defaults": m.defaults.decode(),
+        "unknown_defaults": bool(m.unknown_defaults), "summary": summary.value.decode(),
+    }
+
+
+def model_family(model_type):
+    """The family table's row for a model_type (what its code does with a silent config)."""
+    m = moeq_model_moe()
+    _errors.call(lib.moeq_model_family, cstr(model_type, "model_type"), ctypes.byref(m))
+    return model_moe_dict(m)
+
+
+def model_families():
+    """[(model_type, modeling file)] of every family in the table."""
+    out, i = [], 0
+    while True:
+        name = lib.moeq_model_family_name(i)
+        if name is None:
+            return out
+        out.append((name.decode(), lib.moeq_model_family_source(i).decode()))
+        i += 1

@@ -15,7 +15,9 @@ from . import _lib
 from ._lib import lib, moeq_ctx_options, moeq_moe_config, moeq_param, moeq_tensor
 from .config import _proj_array, args_pointer
 
-ACTIVATIONS = {"silu": 0, "gelu": 1, "gelu_tanh": 2, "swigluoai": 3}
+# Names as MoELayer takes them; "swiglu_oai" and "relu2" are the names Config.model_moe()
+# gives (the library refuses relu2's non-gated experts for now, saying so).
+ACTIVATIONS = {"silu": 0, "gelu": 1, "gelu_tanh": 2, "swigluoai": 3, "swiglu_oai": 3, "relu2": 4}
 LAYOUTS = ("sharded", "per_shard", "shared", "derived")
 LOAD_OUTCOMES = ("loaded", "skipped")
 IO_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}

@@ -1,0 +1,293 @@
+"""moeq.torch: a checkpoint's MoE layers as torch ``nn.Module``s on moeq's kernels.
+
+Needs torch (``import moeq`` alone does not); the transformers helpers need
+transformers too.  The experts keep the checkpoint's packed weights (int4, FP8,
+NVFP4, ...) inside libmoeq; torch sees no parameters for them.
+
+- ``Experts``: the routed experts of one MoE block, with the interface of the
+  experts module of transformers' MoE blocks, ``forward(hidden_states [T, H],
+  top_k_index [T, K], top_k_weights [T, K]) -> [T, H]``, so it can stand in for it.
+- ``MoE``: router logits in, routed experts' output out, ``forward(hidden_states,
+  router_logits)``, routing as the model's family does it (softmax or sigmoid,
+  grouped top-k with the correction bias, norm_topk_prob, routed_scaling_factor).
+- ``replace_experts(model, checkpoint_dir)``: swaps the experts of every MoE block
+  of a transformers model for ``Experts`` built from the checkpoint, so
+  ``model.generate`` runs on moeq's kernels; ``from_pretrained`` loads and swaps.
+
+Where the settings come from: ``model_settings(config)``, one function over the
+library's model-family table (``Config.model_moe()``, moeq_model_moe_get): the
+config.json keys when present, else what the family's transformers code does
+(e.g. glm4_moe and deepseek_v3 score with sigmoid without a scoring_func key).
+"""
+
+import os
+import re
+import warnings
+
+import torch
+from torch import nn
+
+from . import _errors
+from .checkpoint import Checkpoint
+from .config import Config
+from .moe import Context, MoELayer
+from .ops import route
+
+__all__ = ["Experts", "MoE", "model_settings", "replace_experts", "from_pretrained"]
+
+
+def _as_config(config):
+    """(Config, owned) for a Config, a checkpoint directory or a config.json path."""
+    if isinstance(config, Config):
+        return config, False
+    return Config.load(os.fspath(config)), True
+
+
+def model_settings(config):
+    """The MoE settings of a model (routing, activation, dimensions, module names):
+    the library's family table read through config.json (Config.model_moe()).
+    Warns when the model_type is unknown and moeq's defaults were taken."""
+    cfg, owned = _as_config(config)
+    try:
+        m = cfg.model_moe()
+    finally:
+        if owned:
+            cfg.close()
+    if m["unknown_defaults"]:
+        warnings.warn(f"moeq: model_type {m['model_type']!r} is not in moeq's family table; "
+                      f"routing and activation use moeq's defaults ({m['defaults']})",
+                      stacklevel=2)
+    return m
+
+
+def _routing(m):
+    """route()'s keyword arguments for settings `m`."""
+    return {"scoring": m["scoring"], "renormalize": m["renormalize"],
+            "num_expert_group": m["num_expert_group"], "topk_group": m["topk_group"],
+            "routed_scaling_factor": m["routed_scaling_factor"]}
+
+
+def _block_prefix(m, layer):
+    """A decoder layer index -> its MoE block's prefix ("model.layers.3.mlp")."""
+    if isinstance(layer, int):
+        return f"model.layers.{layer}.{m['moe_block']}"
+    return layer
+
+
+class Experts(nn.Module):
+    """The routed experts of one MoE block, run by a finalized ``moeq.MoELayer``.
+
+    forward(hidden_states [T, H] (or [..., H]), top_k_index [T, K], top_k_weights [T, K])
+    returns sum_k weight * expert(x) in hidden_states' dtype (float32, float16 or
+    bfloat16), as transformers' experts modules do.  Expert ids are global; -1 adds
+    nothing."""
+
+    def __init__(self, layer, *, num_experts, hidden_size, top_k=None, prefix=None):
+        super().__init__()
+        self.layer = layer
+        self.num_experts = num_experts
+        self.hidden_size = hidden_size
+        self.top_k = top_k
+        self.prefix = prefix
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint_dir, prefix, *, config=None, checkpoint=None,
+                        settings=None):
+        """The experts under `prefix` ("model.layers.3.mlp.experts") of a checkpoint
+        directory, loaded straight from its safetensors files (packed, not
+        decompressed).  `config`/`checkpoint`: an open Config / Checkpoint to reuse."""
+        cfg, owned_cfg = _as_config(config if config is not None else checkpoint_dir)
+        ckpt = checkpoint if checkpoint is not None else Checkpoint(os.fspath(checkpoint_dir))
+        try:
+            m = settings if settings is not None else model_settings(cfg)
+            layer = cls._create(cfg, prefix, m)
+            layer.load_checkpoint(ckpt)
+            layer.finalize()
+        finally:
+            if checkpoint is None:
+                ckpt.close()
+            if owned_cfg:
+                cfg.close()
+        return cls(layer, num_experts=m["num_experts"], hidden_size=m["hidden_size"],
+                   top_k=m["top_k"], prefix=prefix)
+
+    @classmethod
+    def from_tensors(cls, config, prefix, tensors, *, settings=None):
+        """The experts under `prefix` from {full checkpoint name: tensor} (torch tensors or
+        ndarrays as the checkpoint stores them: weight_packed int32, weight_scale
+        torch.bfloat16, ...); `config`: the model's config.json (or its directory, or
+        a Config) with its quantization_config."""
+        cfg, owned = _as_config(config)
+        try:
+            m = settings if settings is not None else model_settings(cfg)
+            layer = cls._create(cfg, prefix, m)
+            for name, value in tensors.items():
+                layer.load(name, value)
+            missing = layer.missing()
+            if missing:
+                _errors.fail("CHECKPOINT", f"{prefix}: {len(missing)} tensors missing, e.g. "
+                                           f"{missing[0]}")
+            layer.finalize()
+        finally:
+            if owned:
+                cfg.close()
+        return cls(layer, num_experts=m["num_experts"], hidden_size=m["hidden_size"],
+                   top_k=m["top_k"], prefix=prefix)
+
+    @staticmethod
+    def _create(cfg, prefix, m):
+        for key in ("num_experts", "hidden_size", "intermediate_size"):
+            if m[key] <= 0:
+                _errors.fail("INVALID_ARG", f"{prefix}: the model config gives no {key} "
+                                            f"(family {m['family'] or m['model_type']!r})")
+        return MoELayer.from_config(
+            cfg, prefix, m["num_experts"], m["hidden_size"], m["intermediate_size"],
+            proj_names=m["proj"], activation=m["activation"],
+            swiglu_alpha=m["swiglu_alpha"], swiglu_limit=m["swiglu_limit"],
+            has_bias=m["expert_bias"], params_dtype=m["params_dtype"],
+            apply_router_weight_on_input=m["apply_router_weight_on_input"])
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        shape = hidden_states.shape
+        x = hidden_states.reshape(-1, shape[-1])
+        with torch.no_grad():
+            out = self.layer.apply(x, top_k_index.reshape(x.shape[0], -1),
+                                   top_k_weights.reshape(x.shape[0], -1))
+        return out.view(shape)
+
+    def extra_repr(self):
+        return (f"prefix={self.prefix!r}, scheme={self.layer.scheme}, "
+                f"num_experts={self.num_experts}, hidden_size={self.hidden_size}")
+
+
+class MoE(nn.Module):
+    """One MoE block's routed experts: forward(hidden_states [..., H], router_logits
+    [T, E]) -> [..., H], routing the logits as the model's family does (see
+    model_settings) and applying the experts.  Shared experts, and the router's
+    own linear layer, stay the caller's (as in transformers' blocks, where the
+    gate computes router_logits)."""
+
+    def __init__(self, experts, settings, correction_bias=None):
+        super().__init__()
+        self.experts = experts
+        self.settings = dict(settings)
+        self.routing = _routing(settings)
+        self.top_k = settings["top_k"]
+        bias = None
+        if correction_bias is not None:
+            bias = torch.as_tensor(correction_bias).detach().float().reshape(-1).contiguous()
+        self.register_buffer("correction_bias", bias, persistent=False)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint_dir, layer, *, config=None):
+        """The MoE block `layer` of a checkpoint: a decoder layer index (3 ->
+        "model.layers.3.<moe_block>") or the block's prefix ("model.layers.3.mlp").
+        Its experts are "<block>.<experts>"; the family's correction-bias tensor
+        ("<block>.gate.e_score_correction_bias") is used when the checkpoint has it."""
+        cfg, owned = _as_config(config if config is not None else checkpoint_dir)
+        try:
+            m = model_settings(cfg)
+            block = _block_prefix(m, layer)
+            with Checkpoint(os.fspath(checkpoint_dir)) as ckpt:
+                experts = Experts.from_checkpoint(checkpoint_dir, f"{block}.{m['experts']}",
+                                                  config=cfg, checkpoint=ckpt, settings=m)
+                bias = None
+                name = f"{block}.{m['correction_bias']}" if m["correction_bias"] else None
+                if name and name in ckpt:
+                    info = ckpt.info(name)
+                    arr = ckpt.tensor(name)
+                    bias = _bias_tensor(info["dtype"], arr)
+        finally:
+            if owned:
+                cfg.close()
+        return cls(experts, m, bias)
+
+    @classmethod
+    def from_tensors(cls, config, layer, tensors, correction_bias=None):
+        """Like from_checkpoint, from {full checkpoint name: tensor} of the experts."""
+        cfg, owned = _as_config(config)
+        try:
+            m = model_settings(cfg)
+            block = _block_prefix(m, layer)
+            experts = Experts.from_tensors(cfg, f"{block}.{m['experts']}", tensors, settings=m)
+        finally:
+            if owned:
+                cfg.close()
+        return cls(experts, m, correction_bias)
+
+    def route(self, router_logits):
+        """(top_k_index int32 [T, K], top_k_weights float32 [T, K]) for the logits."""
+        logits = router_logits.reshape(-1, router_logits.shape[-1])
+        with torch.no_grad():
+            return route(logits.detach(), self.top_k, correction_bias=self.correction_bias,
+                         **self.routing)
+
+    def forward(self, hidden_states, router_logits):
+        ids, weights = self.route(router_logits)
+        return self.experts(hidden_states, ids, weights)
+
+    def extra_repr(self):
+        r = self.routing
+        return (f"top_k={self.top_k}, scoring={r['scoring']}, renormalize={r['renormalize']}, "
+                f"groups={r['topk_group']}/{r['num_expert_group']}, "
+                f"routed_scaling_factor={r['routed_scaling_factor']}, "
+                f"correction_bias={self.correction_bias is not None}")
+
+
+def _bias_tensor(dtype, arr):
+    import numpy as np
+    if dtype == "BF16":
+        return torch.from_numpy(np.array(arr).view(np.int16)).view(torch.bfloat16).float()
+    return torch.from_numpy(np.array(arr, dtype=np.float32))
+
+
+# --------------------------------------------------------------------------
+# transformers models
+# --------------------------------------------------------------------------
+
+
+def replace_experts(model, checkpoint_dir, *, config=None):
+    """Swaps the routed experts of every MoE block of a transformers model for
+    ``Experts`` built from `checkpoint_dir` (its config.json and safetensors files),
+    in place.  The blocks keep their router and shared experts; each block's
+    ``experts`` module (called as experts(hidden [T, H], top_k_index, top_k_weights))
+    becomes moeq's, whose weights stay packed in the library.  The replaced experts'
+    tensors are released.  Returns the names of the replaced modules."""
+    cfg, owned = _as_config(config if config is not None else checkpoint_dir)
+    replaced = []
+    try:
+        m = model_settings(cfg)
+        pattern = re.compile(r"(?:^|\.)layers\.\d+\." + re.escape(m["moe_block"]) + "$")
+        blocks = [(name, mod) for name, mod in model.named_modules()
+                  if pattern.search(name) and hasattr(mod, m["experts"])]
+        if not blocks:
+            _errors.fail("NO_MATCH", f"no MoE block '<...>.layers.<n>.{m['moe_block']}' with an "
+                                     f"'{m['experts']}' module in {type(model).__name__}")
+        with Checkpoint(os.fspath(checkpoint_dir)) as ckpt:
+            for name, block in blocks:
+                prefix = f"{name}.{m['experts']}"
+                old = getattr(block, m["experts"])
+                new = Experts.from_checkpoint(checkpoint_dir, prefix, config=cfg,
+                                              checkpoint=ckpt, settings=m)
+                setattr(block, m["experts"], new)
+                del old
+                replaced.append(prefix)
+    finally:
+        if owned:
+            cfg.close()
+    return replaced
+
+
+def from_pretrained(checkpoint_dir, *, torch_dtype=torch.bfloat16, **kwargs):
+    """A transformers causal LM for a compressed-tensors checkpoint whose routed experts
+    run on moeq: transformers builds the model (the experts decompressed while
+    loading), then replace_experts swaps them for moeq's packed ones.  Returns
+    (model, names of the replaced modules)."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils.quantization_config import CompressedTensorsConfig
+
+    model = AutoModelForCausalLM.from_pretrained(
+        os.fspath(checkpoint_dir), dtype=torch_dtype,
+        quantization_config=CompressedTensorsConfig(dequantize=True), **kwargs)
+    model.eval()
+    return model, replace_experts(model, checkpoint_dir)

@@ -257,25 +257,44 @@ def replace_experts(model, checkpoint_dir, *, config=None):
     replaced = []
     try:
         m = model_settings(cfg)
-        pattern = re.compile(r"(?:^|\.)layers\.\d+\." + re.escape(m["moe_block"]) + "$")
-        blocks = [(name, mod) for name, mod in model.named_modules()
-                  if pattern.search(name) and hasattr(mod, m["experts"])]
-        if not blocks:
-            _errors.fail("NO_MATCH", f"no MoE block '<...>.layers.<n>.{m['moe_block']}' with an "
-                                     f"'{m['experts']}' module in {type(model).__name__}")
         with Checkpoint(os.fspath(checkpoint_dir)) as ckpt:
-            for name, block in blocks:
-                prefix = f"{name}.{m['experts']}"
-                old = getattr(block, m["experts"])
+            names = ckpt.names()
+            for name, block, prefix in _moe_blocks(model, m, names):
+                old = getattr(block, "experts")
                 new = Experts.from_checkpoint(checkpoint_dir, prefix, config=cfg,
                                               checkpoint=ckpt, settings=m)
-                setattr(block, m["experts"], new)
+                setattr(block, "experts", new)
                 del old
-                replaced.append(prefix)
+                replaced.append(f"{name}.experts")
+        if not replaced:
+            _errors.fail("NO_MATCH", f"no MoE block ('<...>.layers.<n>.<block>' with an 'experts' "
+                                     f"module whose tensors {checkpoint_dir} holds) in "
+                                     f"{type(model).__name__}")
     finally:
         if owned:
             cfg.close()
     return replaced
+
+
+def _moe_blocks(model, m, names):
+    """(module name, block, checkpoint prefix of its experts) for each MoE block of a model.
+
+    The checkpoint may name a block differently from the module tree (transformers'
+    Mixtral is "model.layers.<n>.mlp" in torch and "...block_sparse_moe" on disk): the
+    family's block name is tried first, then the module's own name."""
+    layer = re.compile(r"^(.*\blayers\.\d+)\.[A-Za-z_]\w*$")
+    found = []
+    for name, mod in model.named_modules():
+        match = layer.match(name)
+        if not match or isinstance(mod, Experts) or not isinstance(
+                getattr(mod, "experts", None), nn.Module):
+            continue
+        for prefix in (f"{match.group(1)}.{m['moe_block']}.{m['experts']}", f"{name}.experts"):
+            head = prefix + "."
+            if any(n.startswith(head) for n in names):
+                found.append((name, mod, prefix))
+                break
+    return found
 
 
 def from_pretrained(checkpoint_dir, *, torch_dtype=torch.bfloat16, **kwargs):
@@ -286,8 +305,12 @@ def from_pretrained(checkpoint_dir, *, torch_dtype=torch.bfloat16, **kwargs):
     from transformers import AutoModelForCausalLM
     from transformers.utils.quantization_config import CompressedTensorsConfig
 
-    model = AutoModelForCausalLM.from_pretrained(
-        os.fspath(checkpoint_dir), dtype=torch_dtype,
-        quantization_config=CompressedTensorsConfig(dequantize=True), **kwargs)
+    with warnings.catch_warnings():
+        # transformers notes that dequantize=True overrides the checkpoint's own
+        # quantization_config: that is the point here.
+        warnings.filterwarnings("ignore", message=".*already has a `quantization_config`")
+        model = AutoModelForCausalLM.from_pretrained(
+            os.fspath(checkpoint_dir), dtype=torch_dtype,
+            quantization_config=CompressedTensorsConfig(dequantize=True), **kwargs)
     model.eval()
     return model, replace_experts(model, checkpoint_dir)

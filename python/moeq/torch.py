@@ -297,20 +297,134 @@ def _moe_blocks(model, m, names):
     return found
 
 
-def from_pretrained(checkpoint_dir, *, torch_dtype=torch.bfloat16, **kwargs):
+def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, **kwargs):
     """A transformers causal LM for a compressed-tensors checkpoint whose routed experts
-    run on moeq: transformers builds the model (the experts decompressed while
-    loading), then replace_experts swaps them for moeq's packed ones.  Returns
-    (model, names of the replaced modules)."""
-    from transformers import AutoModelForCausalLM
+    run on moeq with the checkpoint's packed weights.  Returns (model, names of the
+    replaced experts modules).
+
+    low_memory=True (default): the model is built with its parameters on the meta
+    device, its experts are swapped for moeq's, and only the other tensors are
+    read into torch (quantized ones, e.g. FP8 attention, dequantized to `dtype`, as
+    transformers' dequantize=True does): the experts are never decompressed.
+    low_memory=False: transformers loads the whole model (experts decompressed to
+    `dtype` while loading, CompressedTensorsConfig(dequantize=True)), then the experts
+    are swapped; for models the first path cannot build.  `kwargs` go to
+    AutoModelForCausalLM.from_pretrained (low_memory=False) or from_config."""
+    from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils.quantization_config import CompressedTensorsConfig
 
-    with warnings.catch_warnings():
-        # transformers notes that dequantize=True overrides the checkpoint's own
-        # quantization_config: that is the point here.
-        warnings.filterwarnings("ignore", message=".*already has a `quantization_config`")
-        model = AutoModelForCausalLM.from_pretrained(
-            os.fspath(checkpoint_dir), dtype=torch_dtype,
-            quantization_config=CompressedTensorsConfig(dequantize=True), **kwargs)
+    path = os.fspath(checkpoint_dir)
+    if not low_memory:
+        with warnings.catch_warnings():
+            # transformers notes that dequantize=True overrides the checkpoint's own
+            # quantization_config: that is the point here.
+            warnings.filterwarnings("ignore", message=".*already has a `quantization_config`")
+            model = AutoModelForCausalLM.from_pretrained(
+                path, dtype=dtype, quantization_config=CompressedTensorsConfig(dequantize=True),
+                **kwargs)
+        model.eval()
+        return model, replace_experts(model, path)
+
+    hf_config = AutoConfig.from_pretrained(path)
+    if hasattr(hf_config, "quantization_config"):
+        del hf_config.quantization_config
+    with _parameters_on_meta():
+        model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype, **kwargs)
+    with Config.load(path) as cfg:
+        replaced = replace_experts(model, path, config=cfg)
+        _load_dense(model, path, cfg, dtype, _expert_prefixes(model))
     model.eval()
-    return model, replace_experts(model, checkpoint_dir)
+    return model, replaced
+
+
+def _expert_prefixes(model):
+    """{checkpoint prefix of each moeq Experts + ".": its block's checkpoint prefix and module
+    name, each + "."} (they differ where the checkpoint names blocks otherwise: Mixtral)."""
+    out = {}
+    for name, mod in model.named_modules():
+        if isinstance(mod, Experts):
+            out[mod.prefix + "."] = (mod.prefix.rpartition(".")[0] + ".",
+                                     name.rpartition(".")[0] + ".")
+    return out
+
+
+class _parameters_on_meta:
+    """Every parameter registered inside the block lives on the meta device (no memory;
+    initialisation is a no-op); buffers stay real (rotary tables are computed then)."""
+
+    def __enter__(self):
+        self._original = original = nn.Module.register_parameter
+
+        def register(module, name, param):
+            if param is not None and param.device.type != "meta":
+                param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+            original(module, name, param)
+
+        nn.Module.register_parameter = register
+        return self
+
+    def __exit__(self, *exc):
+        nn.Module.register_parameter = self._original
+
+
+_QUANT_PARAMS = ("weight_packed", "weight_scale", "weight_zero_point", "weight_shape",
+                 "weight_global_scale", "weight_g_idx")
+
+
+def _checkpoint_tensor(ckpt, name):
+    """A checkpoint tensor as a torch tensor of its own (the mapping is read-only)."""
+    import numpy as np
+    from ._core import to_torch
+    dtype = ckpt.info(name)["dtype"]
+    return to_torch(np.array(ckpt.tensor(name)), dtype)
+
+
+def _load_dense(model, path, cfg, dtype, skip):
+    """Loads every checkpoint tensor outside `skip` (the experts moeq holds, see
+    _expert_prefixes) into the meta-built model: plain tensors as they are, quantized
+    modules dequantized; a block's other tensors (router, shared experts) under the
+    module name the model gives the block."""
+    from .ops import dequantize
+    state, modules = {}, {}
+    with Checkpoint(path) as ckpt:
+        for name in ckpt.names():
+            if any(name.startswith(p) for p in skip):
+                continue
+            module, _, leaf = name.rpartition(".")
+            if leaf in _QUANT_PARAMS or leaf == "weight":
+                modules.setdefault(module, {})[leaf] = name
+            else:
+                state[name] = _checkpoint_tensor(ckpt, name)
+        for module, leaves in modules.items():
+            if not any(leaf in leaves for leaf in ("weight_packed", "weight_scale")):
+                state[leaves["weight"]] = _checkpoint_tensor(ckpt, leaves["weight"])
+                continue
+            res = cfg.resolve(module)
+            tensors = {leaf: _checkpoint_tensor(ckpt, n) for leaf, n in leaves.items()}
+            state[module + ".weight"] = dequantize(res["weights"], res["format"], tensors,
+                                                   module=module, flags=cfg.dequant_flags,
+                                                   out_dtype=dtype)
+    renames = [pair for pair in skip.values() if pair[0] != pair[1]]
+    for old_name in list(state):
+        for ckpt_block, module_block in renames:
+            if old_name.startswith(ckpt_block):
+                state[module_block + old_name[len(ckpt_block):]] = state.pop(old_name)
+                break
+    own = dict(model.named_parameters())
+    own.update(model.named_buffers())
+    for name, value in list(state.items()):
+        target = own.get(name)
+        if target is None:
+            if name.endswith("input_scale") or "k_scale" in name or "v_scale" in name:
+                del state[name]  # activation/KV scales: the dense model has no use for them
+                continue
+            _errors.fail("CHECKPOINT", f"{path}: tensor {name} has no place in "
+                                       f"{type(model).__name__}")
+        state[name] = value.to(target.dtype)
+    model.load_state_dict(state, strict=False, assign=True)
+    if getattr(model.config, "tie_word_embeddings", False):
+        model.tie_weights()
+    left = [n for n, p in model.named_parameters() if p.device.type == "meta"]
+    if left:
+        _errors.fail("CHECKPOINT", f"{path}: {len(left)} parameters of {type(model).__name__} "
+                                   f"have no tensor in the checkpoint, e.g. {left[0]}")

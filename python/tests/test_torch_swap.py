@@ -10,6 +10,8 @@ rounding of the experts' output and a greedy generate must give the same
 tokens.  GPT-OSS is not covered: its checkpoints store the experts as fused
 3-D tensors, which moeq's MoE layer does not load."""
 
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed: the transformers swap "
@@ -35,19 +37,22 @@ def checkpoint(request, tmp_path_factory):
 
 def reference_model(d):
     """The checkpoint as transformers runs it: experts decompressed to bfloat16."""
-    return AutoModelForCausalLM.from_pretrained(
-        d, dtype=torch.bfloat16,
-        quantization_config=CompressedTensorsConfig(dequantize=True)).eval()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*already has a `quantization_config`")
+        return AutoModelForCausalLM.from_pretrained(
+            d, dtype=torch.bfloat16,
+            quantization_config=CompressedTensorsConfig(dequantize=True)).eval()
 
 
 def prompt():
     return torch.randint(0, 256, (2, 10), generator=torch.Generator().manual_seed(1))
 
 
-def test_swapped_model_matches_transformers(checkpoint):
+@pytest.mark.parametrize("low_memory", [True, False])
+def test_swapped_model_matches_transformers(checkpoint, low_memory):
     arch, d = checkpoint
     ref = reference_model(d)
-    model, replaced = mt.from_pretrained(d)
+    model, replaced = mt.from_pretrained(d, low_memory=low_memory)
     m = mt.model_settings(d)
     n_moe = sum(1 for i in range(model.config.num_hidden_layers)
                 if i >= getattr(model.config, "first_k_dense_replace", 0))

@@ -24,25 +24,28 @@ COMMON = dict(vocab_size=256, hidden_size=128, num_hidden_layers=2, num_attentio
               num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False)
 
 
-def _configs():
+# model_type -> (config class, model class, the architecture's own sizes)
+_ARCH = {
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                  dict(intermediate_size=256, moe_intermediate_size=64, num_experts=8,
+                       num_experts_per_tok=2, head_dim=32, norm_topk_prob=True)),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(intermediate_size=64, num_local_experts=8, num_experts_per_tok=2,
+                     head_dim=32)),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                    dict(intermediate_size=256, moe_intermediate_size=64, n_routed_experts=8,
+                         num_experts_per_tok=2, n_shared_experts=1, n_group=2, topk_group=1,
+                         first_k_dense_replace=1, kv_lora_rank=32, q_lora_rank=32,
+                         qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=32,
+                         rope_scaling=None)),
+}
+
+
+def _config(arch, overrides):
     import transformers as tf
-    return {
-        "qwen3_moe": (tf.Qwen3MoeConfig(intermediate_size=256, moe_intermediate_size=64,
-                                        num_experts=8, num_experts_per_tok=2, head_dim=32,
-                                        norm_topk_prob=True, **COMMON),
-                      tf.Qwen3MoeForCausalLM),
-        "mixtral": (tf.MixtralConfig(intermediate_size=64, num_local_experts=8,
-                                     num_experts_per_tok=2, head_dim=32, **COMMON),
-                    tf.MixtralForCausalLM),
-        "deepseek_v3": (tf.DeepseekV3Config(intermediate_size=256, moe_intermediate_size=64,
-                                            n_routed_experts=8, num_experts_per_tok=2,
-                                            n_shared_experts=1, n_group=2, topk_group=1,
-                                            first_k_dense_replace=1, kv_lora_rank=32,
-                                            q_lora_rank=32, qk_rope_head_dim=16,
-                                            qk_nope_head_dim=16, v_head_dim=32,
-                                            rope_scaling=None, **COMMON),
-                        tf.DeepseekV3ForCausalLM),
-    }
+    config_cls, model_cls, sizes = _ARCH[arch]
+    config = getattr(tf, config_cls)(**{**COMMON, **sizes, **overrides})
+    return config, getattr(tf, model_cls)
 
 
 ARCHES = ("qwen3_moe", "mixtral", "deepseek_v3")
@@ -63,17 +66,19 @@ def _quantize(weight, args):
     return compressor.compress({"weight": weight, "weight_scale": scale.to(weight.dtype)}, scheme)
 
 
-def make_model(arch, directory, seed=0):
-    """Writes a tiny `arch` model with W4A16 group-32 routed experts; returns its config."""
-    config, cls = _configs()[arch]
+def make_model(arch, directory, seed=0, **overrides):
+    """Writes a tiny `arch` model with W4A16 group-32 routed experts; returns its config.
+    `overrides`: config fields (hidden_size=1024, num_experts=32, ...)."""
+    config, cls = _config(arch, overrides)
     torch.manual_seed(seed)
     model = cls(config).to(torch.bfloat16).eval()
-    # transformers' init leaves some tensors at zero or one (norms, biases): give the
-    # routers and experts spread so that routing and outputs differ between tokens.
+    # transformers' init (std 0.02, some tensors zero) leaves the routers and experts
+    # near zero: give them a unit-gain spread (std 1/sqrt(fan-in)) so that routing and
+    # outputs differ between tokens while activations keep their scale.
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "gate" in name or "experts" in name or "router" in name:
-                p.normal_(0.0, 0.1)
+                p.normal_(0.0, p.shape[-1] ** -0.5 if p.dim() >= 2 else 0.1)
             if name.endswith("e_score_correction_bias"):
                 p.normal_(0.0, 0.05)
         for name, b in model.named_buffers():
@@ -104,3 +109,42 @@ def make_model(arch, directory, seed=0):
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     return config
+
+
+# model_type -> (block name in the checkpoint, gate/up/down projection names)
+CHECKPOINT_NAMES = {"qwen3_moe": ("mlp", ("gate_proj", "up_proj", "down_proj")),
+                    "mixtral": ("block_sparse_moe", ("w1", "w3", "w2")),
+                    "deepseek_v3": ("mlp", ("gate_proj", "up_proj", "down_proj"))}
+
+
+def exact_experts(model, arch, directory):
+    """Replaces the decompressed experts of a transformers model with CT's dequantization
+    done in float32 (CT's unpack_from_int32 and dequantize with the scales widened
+    first): the checkpoint's values exactly, where transformers' loader leaves them
+    in the scales' bfloat16 (q * scale rounded) even in a float32 model."""
+    from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
+    from compressed_tensors.quantization.lifecycle.forward import dequantize
+
+    block_name, projs = CHECKPOINT_NAMES[arch]
+    tensors = load_file(os.path.join(directory, "model.safetensors"))
+
+    def weight(module):
+        q = unpack_from_int32(tensors[module + ".weight_packed"], W4A16_G32.num_bits,
+                              torch.Size(tensors[module + ".weight_shape"].tolist()))
+        return dequantize(q, tensors[module + ".weight_scale"].float(), None, W4A16_G32,
+                          dtype=torch.float32)
+
+    with torch.no_grad():
+        for i, layer in enumerate(model.model.layers):
+            experts = getattr(layer.mlp, "experts", None)
+            if experts is None or not hasattr(experts, "gate_up_proj"):
+                continue
+            gate_up, down = [], []
+            for e in range(experts.gate_up_proj.shape[0]):
+                base = f"model.layers.{i}.{block_name}.experts.{e}."
+                g, u, dn = (weight(base + p) for p in projs)
+                gate_up.append(torch.cat([g, u], dim=0))
+                down.append(dn)
+            # New float32 parameters: the loaded ones keep the scales' bfloat16.
+            experts.gate_up_proj = torch.nn.Parameter(torch.stack(gate_up), requires_grad=False)
+            experts.down_proj = torch.nn.Parameter(torch.stack(down), requires_grad=False)

@@ -15,7 +15,9 @@ static void plan_usage(FILE *f) {
                "CONFIG is a model directory, its config.json, or a file holding a bare\n"
                "quantization_config.  FILE has one layer per line: NAME (a linear layer) or\n"
                "NAME moe N [GATE,UP,DOWN] (a fused-experts prefix with N experts).  Without\n"
-               "--layers, each config group is shown with the MoE scheme it selects.\n\n"
+               "--layers, each config group is shown with the MoE scheme it selects.  For a\n"
+               "model's config.json the first line says how its MoE blocks route (see\n"
+               "'moeq run --help').\n\n"
                "  --engine-order   resolve overlapping targets in config order (vLLM/SGLang)\n"
                "                   instead of compressed-tensors order\n"
                "  --platform P     cpu (default) or npu (use the npu_* layouts where SGLang does)\n"
@@ -111,6 +113,16 @@ int cmd_plan(int argc, char **argv) {
     moeq_error err;
     moeq_config *cfg = cli_load_config(config_path);
     if (!cfg) return CLI_USAGE;
+    /* A model's config.json (not a bare quantization_config): how its MoE
+     * blocks route, and what the family table supplied. */
+    if (!json && moeq_config_model_string(cfg, "model_type")) {
+        moeq_model_moe mm;
+        if (cli_model_moe(cfg, config_path, &mm) != CLI_OK) {
+            moeq_config_destroy(cfg);
+            return CLI_USAGE;
+        }
+        cli_print_routing(stdout, &mm);
+    }
     if (!layers_path) {
         int rc = plan_groups(cfg, &so, json);
         moeq_config_destroy(cfg);

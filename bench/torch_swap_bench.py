@@ -18,7 +18,7 @@ and prints, for each, load time, resident memory after loading and its peak
 warm-up), with the moeq / transformers ratios, and how many greedy tokens agree
 (in bfloat16 the two round the experts differently and a random model's
 near-ties can then send the greedy paths apart; --dtype float32 runs both in
-float32).  Figures only: nothing is asserted.  Needs torch, transformers,
+float32, transformers' experts set to the checkpoint's exact values).  Figures only: nothing is asserted.  Needs torch, transformers,
 compressed-tensors.
 """
 
@@ -61,6 +61,12 @@ def run_side(side, d, new_tokens, prompt_len, dtype_name):
             model = AutoModelForCausalLM.from_pretrained(
                 d, dtype=dtype,
                 quantization_config=CompressedTensorsConfig(dequantize=True)).eval()
+        if dtype == torch.float32:
+            # The loader leaves the experts rounded to the scales' bfloat16; give the
+            # float32 run the checkpoint's exact values, as moeq has them.
+            sys.path.insert(0, os.path.join(HERE, "..", "python", "tests"))
+            import ct_tiny
+            ct_tiny.exact_experts(model, "qwen3_moe", d)
     else:
         import moeq.torch as mt
         model, _ = mt.from_pretrained(d, dtype=dtype)

@@ -279,7 +279,7 @@ class MoELayer(Owner):
                 _errors.fail("INVALID_ARG", "out must be a writable C-contiguous ndarray or a "
                                             "contiguous CPU torch tensor")
             name, arr = ("BF16" if out.dtype == np.dtype("<u2") else
-                         {np.dtype("<f4"): "F32", np.dtype("<f2"): "F16"}.get(out.dtype)), out
+                         {np.dtype("<f4"): "F32", np.dtype("<f2"): "F16"}.get(out.dtype, str(out.dtype))), out
         if name != out_dt:
             _errors.fail("DTYPE", f"out is {name}, the output dtype is {out_dt}")
         if arr.shape != tuple(shape):

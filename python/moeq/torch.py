@@ -150,9 +150,10 @@ class Experts(nn.Module):
     def forward(self, hidden_states, top_k_index, top_k_weights):
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, shape[-1])
+        k = top_k_index.shape[-1]
         with torch.no_grad():
-            out = self.layer.apply(x, top_k_index.reshape(x.shape[0], -1),
-                                   top_k_weights.reshape(x.shape[0], -1))
+            out = self.layer.apply(x, top_k_index.reshape(x.shape[0], k),
+                                   top_k_weights.reshape(x.shape[0], k))
         return out.view(shape)
 
     def extra_repr(self):

@@ -163,3 +163,17 @@ def test_missing_tensors_are_named(synth):
     prefix = f"model.layers.{PRESETS[preset]}.{m['moe_block']}.{m['experts']}"
     with pytest.raises(moeq.CheckpointError, match=prefix):
         mt.Experts.from_tensors(d, prefix, {})
+
+
+def test_moe_takes_any_leading_shape_and_no_tokens(synth):
+    preset, d, cfg = synth
+    m = mt.model_settings(cfg)
+    moe = mt.MoE.from_checkpoint(d, PRESETS[preset])
+    g = torch.Generator().manual_seed(13)
+    hidden = torch.randn(2, 3, m["hidden_size"], generator=g)
+    logits = torch.randn(6, m["num_experts"], generator=g)
+    out = moe(hidden, logits)
+    assert out.shape == hidden.shape
+    assert torch.equal(out.view(6, -1), moe(hidden.view(6, -1), logits))
+    empty = moe(torch.zeros(0, m["hidden_size"]), torch.zeros(0, m["num_experts"]))
+    assert empty.shape == (0, m["hidden_size"])

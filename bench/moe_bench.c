@@ -61,7 +61,7 @@
 
 #include "bench_common.h"
 #include "kernels.h"
-#include "moe.h"
+#include "layer/moe.h"
 #include "moeq/moeq.h"
 
 void openblas_set_num_threads(int n);

@@ -101,7 +101,7 @@ static moeq__kern avx512_table;
 static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
 static void avx512_build(void) {
     avx512_table = moeq__kern_avx2;
-    moeq__kern_avx512_fill(&avx512_table);
+    moeq__kern_avx512_fill(&avx512_table, moeq__cpu_avx512bf16());
 }
 #endif
 

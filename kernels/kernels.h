@@ -665,8 +665,11 @@ extern const moeq__kern moeq__kern_portable;
 extern const moeq__kern moeq__kern_avx2;
 #endif
 #if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
-/* kern_avx512.c: turns a copy of the AVX2 table into the AVX-512 one. */
-void moeq__kern_avx512_fill(moeq__kern *t);
+/* kern_avx512.c: turns a copy of the AVX2 table into the AVX-512 one; with
+ * `bf16` (the CPU runs AVX512_BF16, as cpu.c found) also its vdpbf16ps
+ * kernels.  The dispatcher passes the feature down, so this file never
+ * calls back into cpu.c. */
+void moeq__kern_avx512_fill(moeq__kern *t, bool bf16);
 #endif
 /* cpu.c: what this CPU and OS run: 0 (portable only), 1 (AVX2 + FMA + F16C)
  * or 2 (also AVX-512 F, BW, VL, VNNI and VBMI, when the build has them). */

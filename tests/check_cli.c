@@ -95,6 +95,52 @@ START_TEST(test_exit_codes) {
 }
 END_TEST
 
+/* plan/inspect --engine: the ENGINE column and its detail line, JSON keys,
+ * the exit status for a bad spec or a missing --layers. */
+START_TEST(test_engine_option) {
+    char cmd[1024], layers[128], model[128];
+    snprintf(layers, sizeof layers, "%s/moe.txt", tmpdir);
+    moeq_test_write_text(layers, "model.layers.5.mlp.experts moe 8\nmodel.layers.5.self_attn.o_proj\n");
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s plan %s --layers %s --engine sglang@eba6af385d", tool(), GLM,
+             layers);
+    ck_assert_int_eq(run(cmd, &out), 0); /* moeq itself plans every line */
+    ck_assert_ptr_nonnull(strstr(out, "engine sglang@eba6af385d:sm90,auto\nLAYER"));
+    ck_assert_ptr_nonnull(strstr(out, "KeyError *"));
+    ck_assert_ptr_nonnull(strstr(out, "    engine: KeyError: 'Linear' [differs: error]\n"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s plan %s --layers %s --engine vllm --json", tool(), GLM, layers);
+    ck_assert_int_eq(run(cmd, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"engine\":\"vllm@003a19308:sm90,auto\",\"engine_scheme\":"
+                                      "\"CompressedTensorsWNA16MarlinMoEMethod\",\"engine_error\":null,"
+                                      "\"engine_group\":\"group_1\",\"engine_differs\":[]"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s plan %s --layers %s --engine trt 2>&1", tool(), GLM, layers);
+    ck_assert_int_eq(run(cmd, &out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "engine \"trt\": not modelled"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s plan %s --engine sglang 2>&1", tool(), GLM);
+    ck_assert_int_eq(run(cmd, &out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--engine needs --layers"));
+    free(out);
+    snprintf(model, sizeof model, "%s/w4a8", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s synth w4a8-int8 %s --experts 4 --layers 2 >/dev/null 2>&1", tool(),
+             model);
+    ck_assert_int_eq(run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "%s inspect %s --names-only --engine sglang@d315eb725", tool(), model);
+    ck_assert_int_eq(run(cmd, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "NotImplementedError *"));
+    ck_assert_ptr_nonnull(strstr(out, "    engine: NotImplementedError: The W4A8Int8 Fused MoE scheme "
+                                      "is implemented only for NPU for now. [differs: error]\n"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s inspect %s --names-only --json --engine sglang:npu", tool(), model);
+    ck_assert_int_eq(run(cmd, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"engine_error\":\"AttributeError: 'CompressedTensorsConfig' "
+                                      "object has no attribute 'get'\""));
+    free(out);
+}
+END_TEST
+
 START_TEST(test_plan_json_matches_library) {
     const char *lines = "model.layers.3.mlp.experts moe 256\nmodel.layers.5.mlp.gate\n"
                         "model.layers.4.self_attn.o_proj\nlm_head\n";
@@ -107,7 +153,7 @@ START_TEST(test_plan_json_matches_library) {
     moeq_config *c = NULL;
     moeq_error err;
     ck_assert_ok(moeq_config_load(GLM, NULL, &c, &err), &err);
-    moeq_plan_options po = {NULL, NULL, 1, 1};
+    moeq_plan_options po = {NULL, NULL, 1, 1, NULL};
     char *text = NULL;
     ck_assert_ok(moeq_plan(c, lines, strlen(lines), &po, &text, NULL, &err), &err);
     ck_assert_str_eq(out, text);
@@ -333,6 +379,7 @@ static Suite *cli_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_exit_codes);
     tcase_add_test(tc, test_plan_json_matches_library);
+    tcase_add_test(tc, test_engine_option);
     tcase_add_test(tc, test_run_layer);
     tcase_add_loop_test(tc, test_dequant_fixtures, 0, (int)(sizeof k_fixtures / sizeof k_fixtures[0]));
     suite_add_tcase(s, tc);

@@ -15,9 +15,9 @@
  *     leave the set as it was, also when allocations fail.
  */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "kernels.h"
-#include "dequant.h"
+#include "checkpoint/dequant.h"
 #include "tolerance.h"
 
 #include <cJSON.h>

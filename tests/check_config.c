@@ -7,7 +7,7 @@
  * turns them into double quotes before parsing.
  */
 #include "test_util.h"
-#include "config.h"
+#include "config/config.h"
 
 #include <stdarg.h>
 #include <sys/stat.h>

@@ -13,7 +13,7 @@
  * the committed files (no torch, no checkpoint module).
  */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "kernels.h"
 
 #include <cJSON.h>

@@ -4,9 +4,9 @@
  * status and a substring of the message.
  */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "kernels.h"
-#include "dequant.h"
+#include "checkpoint/dequant.h"
 
 #include <math.h>
 

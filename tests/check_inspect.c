@@ -5,7 +5,7 @@
  * exact tensor in the right list; the JSON shape; the `moeq inspect` exit codes.
  */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "kernels.h"
 
 #include <stdarg.h>
@@ -486,7 +486,7 @@ START_TEST(test_clean_model) {
 
     /* names_only reads no data and finds the same */
     model_write(&m, clean_config());
-    moeq_inspect_options o = {NULL, NULL, 0, 1};
+    moeq_inspect_options o = {NULL, NULL, 0, 1, NULL};
     r = run_opts(&m, &o);
     assert_counts(&r, 0, 0, 0);
     result_free(&r);
@@ -731,7 +731,7 @@ START_TEST(test_module_error) {
     result_free(&r);
     /* names_only skips the checks */
     model_write(&m, k_errors[_i].cfg ? k_errors[_i].cfg : clean_config());
-    moeq_inspect_options o = {NULL, NULL, 0, 1};
+    moeq_inspect_options o = {NULL, NULL, 0, 1, NULL};
     r = run_opts(&m, &o);
     assert_counts(&r, 0, 0, 0);
     result_free(&r);
@@ -915,7 +915,7 @@ START_TEST(test_json_shape) {
     d_no_expert_scale(&m);
     d_scale_shape(&m);
     model_write(&m, clean_config());
-    moeq_inspect_options o = {NULL, NULL, 1, 0};
+    moeq_inspect_options o = {NULL, NULL, 1, 0, NULL};
     result r = run_opts(&m, &o);
     assert_counts(&r, 1, 1, 1);
     const char *t = r.text;
@@ -962,7 +962,7 @@ START_TEST(test_json_shape) {
     ck_assert_status(moeq_inspect(cfg, NULL, &o, &r.text, &s, &err), MOEQ_STATUS_INVALID_ARG, &err);
     ck_assert_status(moeq_inspect(cfg, ck, &o, NULL, &s, &err), MOEQ_STATUS_INVALID_ARG, &err);
     moeq_resolve_options ro = {7, 0, NULL, 0};
-    moeq_inspect_options bad = {&ro, NULL, 0, 0};
+    moeq_inspect_options bad = {&ro, NULL, 0, 0, NULL};
     ck_assert_status(moeq_inspect(cfg, ck, &bad, &r.text, &s, &err), MOEQ_STATUS_INVALID_ARG, &err);
     moeq_checkpoint_close(ck);
     moeq_config_destroy(cfg);

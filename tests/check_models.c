@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 
 #include "npy.h"
-#include "tensor_set.h"
+#include "checkpoint/tensor_set.h"
 
 #define E_ 8
 #define H_ 64

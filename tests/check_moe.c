@@ -17,9 +17,9 @@
  * fast path gives the same bits with 1, 2 and 3 threads.
  */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "kernels.h"
-#include "moe.h" /* struct moeq_ctx: a context on the portable kernels */
+#include "layer/moe.h" /* struct moeq_ctx: a context on the portable kernels */
 
 #include <math.h>
 

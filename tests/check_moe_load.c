@@ -5,7 +5,7 @@
  * finalize refusing to run early, and the state rules.
  */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "kernels.h"
 
 #include <unistd.h>

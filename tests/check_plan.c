@@ -16,7 +16,7 @@ static moeq_config *glm(void) {
 
 static char *plan(const moeq_config *cfg, const char *lines, int json, uint32_t *errors,
                   moeq_status want) {
-    moeq_plan_options po = {NULL, NULL, json, 1};
+    moeq_plan_options po = {NULL, NULL, json, 1, NULL};
     char *text = NULL;
     moeq_error err;
     moeq_status st = moeq_plan(cfg, lines, strlen(lines), &po, &text, errors, &err);
@@ -96,7 +96,7 @@ START_TEST(test_plan_errors_and_warnings) {
 
     /* Engine order: B -> wna16, with the mirror-image warning. */
     moeq_resolve_options ro = {MOEQ_PRECEDENCE_ENGINE, 0, NULL, 0};
-    moeq_plan_options po = {&ro, NULL, 0, 1};
+    moeq_plan_options po = {&ro, NULL, 0, 1, NULL};
     const char *one = "m.layers.0.mlp.experts moe 4\n";
     ck_assert_ok(moeq_plan(cfg, one, strlen(one), &po, &text, &errors, &err), &err);
     ck_assert_uint_eq(errors, 0);
@@ -118,7 +118,7 @@ START_TEST(test_plan_errors_and_warnings) {
                      &err);
     ck_assert_status(moeq_plan(cfg, "", 0, NULL, NULL, NULL, &err), MOEQ_STATUS_INVALID_ARG, &err);
     /* An empty list is an empty plan. */
-    ck_assert_ok(moeq_plan(cfg, "", 0, &(moeq_plan_options){NULL, NULL, 1, 1}, &text, &errors, &err),
+    ck_assert_ok(moeq_plan(cfg, "", 0, &(moeq_plan_options){NULL, NULL, 1, 1, NULL}, &text, &errors, &err),
                  &err);
     ck_assert_str_eq(text, "[]\n");
     moeq_free(text);
@@ -172,7 +172,7 @@ START_TEST(test_plan_threads_identical) {
     uint32_t ref_errors = 0;
     for (int json = 0; json < 2; json++) {
         for (int32_t t = 1; t <= 5; t += 2) {
-            moeq_plan_options po = {NULL, NULL, json, t};
+            moeq_plan_options po = {NULL, NULL, json, t, NULL};
             char *text = NULL;
             uint32_t errors = 0;
             moeq_error err;
@@ -189,7 +189,7 @@ START_TEST(test_plan_threads_identical) {
         }
     }
     moeq_free(ref);
-    moeq_plan_options bad = {NULL, NULL, 1, -1};
+    moeq_plan_options bad = {NULL, NULL, 1, -1, NULL};
     char *text = NULL;
     moeq_error err;
     ck_assert_status(moeq_plan(cfg, "x\n", 2, &bad, &text, NULL, &err), MOEQ_STATUS_INVALID_ARG,

@@ -5,8 +5,8 @@
  * were printed by CPython 3).
  */
 #include "test_util.h"
-#include "internal.h"
-#include "pyjson.h"
+#include "common/internal.h"
+#include "common/pyjson.h"
 
 static const struct {
     double v;

@@ -4,7 +4,7 @@
  * meant for, predicates do not overlap, and rejections explain themselves.
  */
 #include "test_util.h"
-#include "scheme.h"
+#include "schemes/scheme.h"
 
 START_TEST(test_every_slot_filled) {
     for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {

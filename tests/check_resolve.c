@@ -4,7 +4,7 @@
  * section 6, precedence orders, fused shards, MoE layers, regex limits.
  */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 
 /* A one-group config whose group has the given targets (JSON list text) and
  * ignore list (JSON list text). */

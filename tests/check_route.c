@@ -2,7 +2,7 @@
  * grouped top-k, renormalization and scaling, validation messages, and a
  * random cross-check against a sort-everything reference. */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 
 #include <float.h>
 #include <math.h>

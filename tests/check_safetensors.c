@@ -6,8 +6,8 @@
  * (safetensors_package.py) drives it.
  */
 #include "test_util.h"
-#include "internal.h"
-#include "safetensors.h"
+#include "common/internal.h"
+#include "checkpoint/safetensors.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* check_status.c - status codes, dtype/format names, error records, string builder. */
 #include "test_util.h"
-#include "internal.h"
+#include "common/internal.h"
 
 START_TEST(test_status_names) {
     ck_assert_str_eq(moeq_status_name(MOEQ_STATUS_OK), "OK");

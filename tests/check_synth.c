@@ -15,8 +15,8 @@
 #include "test_util.h"
 
 #include "synth_custom.h"
-#include "internal.h"
-#include "dequant.h"
+#include "common/internal.h"
+#include "checkpoint/dequant.h"
 #include "kernels.h"
 #include "tolerance.h"
 

@@ -38,7 +38,7 @@ static void real_config(void) {
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
         cli_buf_printf(&lines, "%s\n", layers[i]);
     }
-    moeq_plan_options po = {NULL, NULL, 0, 1};
+    moeq_plan_options po = {NULL, NULL, 0, 1, NULL};
     char *text = NULL;
     if (moeq_plan(cfg, lines.data, lines.len, &po, &text, NULL, &err) == MOEQ_OK) {
         for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {

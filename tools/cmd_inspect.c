@@ -1,6 +1,6 @@
 /*
  * cmd_inspect.c - `moeq inspect MODEL_DIR [--json] [--engine-order]
- *                 [--platform cpu|npu] [--prefer-mxint4] [--names-only]`
+ *                 [--platform cpu|npu] [--prefer-mxint4] [--names-only] [--engine SPEC]`
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 static void inspect_usage(FILE *f) {
     fprintf(f,
             "usage: moeq inspect MODEL_DIR [--json] [--engine-order] [--platform cpu|npu]\n"
-            "                    [--prefer-mxint4] [--names-only]\n\n"
+            "                    [--prefer-mxint4] [--names-only] [--engine SPEC]\n\n"
             "Reads MODEL_DIR's config.json and its safetensors files (headers only, plus the\n"
             "scales that validation reads), finds the modules from the tensor names, plans\n"
             "them like 'moeq plan' (MoE layers as one line), and accounts for every tensor:\n"
@@ -21,7 +21,9 @@ static void inspect_usage(FILE *f) {
             "                   instead of compressed-tensors order\n"
             "  --platform P     cpu (default) or npu (use the npu_* layouts where SGLang does)\n"
             "  --prefer-mxint4  int4 group-32 symmetric weights select mxint4, not wna16\n"
-            "  --names-only     account by name only: no dtype, shape or value checks\n\n"
+            "  --names-only     account by name only: no dtype, shape or value checks\n"
+            "  --engine SPEC    also say, per MoE layer, what an engine's MoE dispatch would\n"
+            "                   build or raise (as in 'moeq plan --engine')\n\n"
             "exit status: 0 every tensor accounted for, 1 unconsumed or missing tensors or\n"
             "module errors, 2 usage, unreadable model directory or bad config\n");
 }
@@ -35,7 +37,7 @@ int cmd_inspect(int argc, char **argv) {
     const char *dir = NULL;
     moeq_resolve_options ro = {0};
     moeq_select_options so = {0};
-    moeq_inspect_options io = {&ro, &so, 0, 0};
+    moeq_inspect_options io = {&ro, &so, 0, 0, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -51,6 +53,8 @@ int cmd_inspect(int argc, char **argv) {
             so.prefer_mxint4 = 1;
         } else if (strcmp(a, "--names-only") == 0) {
             io.names_only = 1;
+        } else if (strcmp(a, "--engine") == 0 && i + 1 < argc) {
+            io.engine = argv[++i];
         } else if (a[0] == '-' || dir) {
             fprintf(stderr, "moeq inspect: unexpected argument '%s'\n\n", a);
             inspect_usage(stderr);

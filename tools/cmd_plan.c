@@ -1,6 +1,6 @@
 /*
  * cmd_plan.c - `moeq plan CONFIG [--layers FILE] [--engine-order]
- *              [--platform cpu|npu] [--prefer-mxint4] [--json]`
+ *              [--platform cpu|npu] [--prefer-mxint4] [--engine SPEC] [--json]`
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 
 static void plan_usage(FILE *f) {
     fprintf(f, "usage: moeq plan CONFIG [--layers FILE] [--engine-order] [--platform cpu|npu]\n"
-               "                 [--prefer-mxint4] [--json]\n\n"
+               "                 [--prefer-mxint4] [--engine SPEC] [--json]\n\n"
                "CONFIG is a model directory, its config.json, or a file holding a bare\n"
                "quantization_config.  FILE has one layer per line: NAME (a linear layer) or\n"
                "NAME moe N [GATE,UP,DOWN] (a fused-experts prefix with N experts).  Without\n"
@@ -22,6 +22,11 @@ static void plan_usage(FILE *f) {
                "                   instead of compressed-tensors order\n"
                "  --platform P     cpu (default) or npu (use the npu_* layouts where SGLang does)\n"
                "  --prefer-mxint4  int4 group-32 symmetric weights select mxint4, not wna16\n"
+               "  --engine SPEC    also say, per MoE line, what an engine's MoE dispatch\n"
+               "                   would build or raise, marking (*) where it differs from\n"
+               "                   moeq; SPEC = ENGINE[@COMMIT][:PLATFORM[,BACKEND]], e.g.\n"
+               "                   sglang, sglang@eba6af385d, vllm:sm100,flashinfer_trtllm\n"
+               "                   (needs --layers; docs/engines.md lists the versions)\n"
                "  --json           one JSON object per layer line\n"
                "  --threads N      threads for long layer lists (default: all CPUs)\n\n"
                "exit status: 0 no line in error, 1 some line in error, 2 bad config or usage\n");
@@ -76,7 +81,7 @@ static int32_t write_stdout(const char *data, size_t len, void *user) {
 }
 
 int cmd_plan(int argc, char **argv) {
-    const char *config_path = NULL, *layers_path = NULL;
+    const char *config_path = NULL, *layers_path = NULL, *engine = NULL;
     moeq_resolve_options ro = {0};
     moeq_select_options so = {0};
     int json = 0;
@@ -94,6 +99,8 @@ int cmd_plan(int argc, char **argv) {
             if (cli_parse_platform("plan", argv[++i], &so.platform) != 0) return CLI_USAGE;
         } else if (strcmp(a, "--prefer-mxint4") == 0) {
             so.prefer_mxint4 = 1;
+        } else if (strcmp(a, "--engine") == 0 && i + 1 < argc) {
+            engine = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
@@ -108,6 +115,10 @@ int cmd_plan(int argc, char **argv) {
     }
     if (!config_path) {
         plan_usage(stderr);
+        return CLI_USAGE;
+    }
+    if (engine && !layers_path) {
+        fprintf(stderr, "moeq plan: --engine needs --layers (MoE lines: NAME moe N)\n");
         return CLI_USAGE;
     }
     moeq_error err;
@@ -137,7 +148,8 @@ int cmd_plan(int argc, char **argv) {
     moeq_plan_options po = {&ro, &so, json,
                             (int32_t)(threads < 1    ? 1
                                       : threads > 64 ? 64
-                                                     : threads)};
+                                                     : threads),
+                            engine};
     uint32_t errors = 0;
     moeq_status st = moeq_plan_write(cfg, layers, len, &po, write_stdout, NULL, &errors, &err);
     free(layers);

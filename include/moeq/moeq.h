@@ -499,6 +499,12 @@ typedef struct moeq_plan_options {
     int32_t json;                        /* 1: JSON array, 0: aligned text table */
     int32_t threads;                     /* 0 or 1: the calling thread only; N > 1: up
                                             to N threads for long layer lists */
+    /* NULL, or "ENGINE[@COMMIT][:PLATFORM[,BACKEND]]" ("sglang",
+     * "sglang@eba6af385d", "vllm:sm100"): MoE rows also say what that
+     * engine's compressed-tensors MoE dispatch would do (moeq_engine_judge);
+     * the table gains an ENGINE column, JSON rows the keys engine,
+     * engine_scheme, engine_error, engine_group and engine_differs. */
+    const char *engine;
 } moeq_plan_options;
 
 /* Plans every line of `layers` (len bytes): one layer per line, either
@@ -530,6 +536,57 @@ MOEQ_API moeq_status moeq_plan_write(const moeq_config *cfg, const char *layers,
 MOEQ_API void moeq_free(void *p);
 
 /* ------------------------------------------------------------------------ */
+/* What inference engines would do with a MoE layer                          */
+/* ------------------------------------------------------------------------ */
+
+/* The modelled engine versions, "sglang@d315eb725", "sglang@eba6af385d",
+ * "vllm@003a19308" (newest first within an engine; a spec without @COMMIT
+ * takes the first).  NULL past the last.  Static storage.  docs/engines.md
+ * says what each models and how its table is read. */
+MOEQ_API uint32_t moeq_engine_count(void);
+MOEQ_API const char *moeq_engine_name(uint32_t i);
+/* "2026-08-22; read: <the source files>". Static storage. */
+MOEQ_API const char *moeq_engine_summary(uint32_t i);
+
+/* Bits of moeq_engine_verdict.differs: where the engine parts from moeq. */
+#define MOEQ_ENGINE_DIFFERS_ERROR 0x1u       /* the engine raises */
+#define MOEQ_ENGINE_DIFFERS_SCHEME 0x2u      /* another scheme */
+#define MOEQ_ENGINE_DIFFERS_GROUP 0x4u       /* another group with other args (precedence) */
+#define MOEQ_ENGINE_DIFFERS_UNQUANTIZED 0x8u /* loads unquantized what moeq quantizes */
+#define MOEQ_ENGINE_DIFFERS_QUANTIZED 0x10u  /* quantizes what moeq leaves unquantized */
+#define MOEQ_ENGINE_DIFFERS_ARGS 0x20u       /* builds its class with another group's args */
+#define MOEQ_ENGINE_DIFFERS_MOEQ_FAILS 0x40u /* moeq rejects the layer, the engine builds it */
+
+typedef struct moeq_engine_verdict {
+    char engine[128];  /* the spec, resolved: "sglang@d315eb725:sm90,auto" */
+    char scheme[128];  /* the class the engine constructs; "" when it raises */
+    char error[MOEQ_ERROR_MESSAGE_SIZE]; /* "KeyError: 'Linear'"; "" when it builds */
+    char branch[128];  /* the table row (upstream branch) that decided */
+    int32_t group_index;      /* the group the engine resolves, -1 none */
+    int32_t args_group_index; /* the group whose args the class gets, -1 none */
+    uint32_t differs;         /* MOEQ_ENGINE_DIFFERS_* */
+    int32_t moeq_scheme;      /* moeq's own choice (moeq_scheme_id), -1 when it fails */
+} moeq_engine_verdict;
+
+/* What `engine` ("ENGINE[@COMMIT][:PLATFORM[,BACKEND]]", as in
+ * moeq_plan_options.engine) would do with the MoE layer `prefix`: the
+ * class its compressed-tensors MoE dispatch constructs or the exception it
+ * raises, and where that differs from moeq's choice for the same layer
+ * (moeq_resolve_moe over num_experts experts named proj_names, then
+ * moeq_select, with ropts/sopts; NULL = defaults).  Engines probe expert 0's
+ * gate_proj/up_proj/down_proj only, whatever proj_names says.
+ * Thread-safe on a shared config.
+ * @return OK (also when the engine would raise: see out->error),
+ *         INVALID_ARG (NULL, unknown engine/platform/backend: the message
+ *         lists the modelled ones), LIMIT (a regex match limit), NOMEM. */
+MOEQ_API moeq_status moeq_engine_judge(const moeq_config *cfg, const char *engine,
+                                       const char *prefix, uint32_t num_experts,
+                                       const char *const *proj_names,
+                                       const moeq_resolve_options *ropts,
+                                       const moeq_select_options *sopts,
+                                       moeq_engine_verdict *out, moeq_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Inspecting a checkpoint                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -544,6 +601,9 @@ typedef struct moeq_inspect_options {
      * module is validated as moeq_dequantize would (headers, scales, zero
      * points, g_idx, FP8 codes), without dequantizing it. */
     int32_t names_only;
+    /* NULL, or an engine spec as in moeq_plan_options.engine: MoE rows also
+     * say what that engine's MoE dispatch would build or raise. */
+    const char *engine;
 } moeq_inspect_options;
 
 /* Counts of one inspection. */

@@ -887,14 +887,14 @@ static void panel_bf16(const moeq__packed *pk, size_t blk, size_t k0, size_t nk,
 #undef PB16
 }
 
-void moeq__kern_avx512_fill(moeq__kern *t) {
+void moeq__kern_avx512_fill(moeq__kern *t, bool bf16) {
     t->name = "avx512";
     t->panel = panel;
     t->panel_bf16 = panel_bf16;
     t->gemv = gemv;
     t->idot = idot;
     t->fdot = fdot;
-    if (moeq__cpu_avx512bf16()) { /* else the AVX2 ones, same bits */
+    if (bf16) { /* else the AVX2 ones, same bits */
         t->tile_bf16 = tile_bf16;
         t->gemv_bf16 = gemv_bf16;
     }

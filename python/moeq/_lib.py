@@ -146,6 +146,7 @@ class moeq_plan_options(ctypes.Structure):
         ("select", ctypes.POINTER(moeq_select_options)),
         ("json", ctypes.c_int32),
         ("threads", ctypes.c_int32),
+        ("engine", ctypes.c_char_p),
     ]
 
 
@@ -262,6 +263,20 @@ class moeq_inspect_options(ctypes.Structure):
         ("select", ctypes.POINTER(moeq_select_options)),
         ("json", ctypes.c_int32),
         ("names_only", ctypes.c_int32),
+        ("engine", ctypes.c_char_p),
+    ]
+
+
+class moeq_engine_verdict(ctypes.Structure):
+    _fields_ = [
+        ("engine", ctypes.c_char * 128),
+        ("scheme", ctypes.c_char * 128),
+        ("error", ctypes.c_char * MOEQ_ERROR_MESSAGE_SIZE),
+        ("branch", ctypes.c_char * 128),
+        ("group_index", ctypes.c_int32),
+        ("args_group_index", ctypes.c_int32),
+        ("differs", ctypes.c_uint32),
+        ("moeq_scheme", ctypes.c_int32),
     ]
 
 
@@ -323,7 +338,7 @@ STRUCTS = {
         moeq_plan_options, moeq_tensor, moeq_route_config, moeq_model_moe, moeq_moe_config,
         moeq_param,
         moeq_ctx_options, moeq_inspect_options, moeq_inspect_summary, moeq_synth_group,
-        moeq_synth_layout,
+        moeq_synth_layout, moeq_engine_verdict,
     )
 }
 
@@ -469,6 +484,14 @@ PROTOTYPES = {
     "moeq_inspect": (
         _st, [_h, _h, ctypes.POINTER(moeq_inspect_options), _hp,
               ctypes.POINTER(moeq_inspect_summary), _e], True),
+    # engine dispatch models
+    "moeq_engine_count": (_u32, [], True),
+    "moeq_engine_name": (_s, [_u32], True),
+    "moeq_engine_summary": (_s, [_u32], True),
+    "moeq_engine_judge": (
+        _st, [_h, _s, _s, _u32, ctypes.POINTER(ctypes.c_char_p),
+              ctypes.POINTER(moeq_resolve_options), ctypes.POINTER(moeq_select_options),
+              ctypes.POINTER(moeq_engine_verdict), _e], True),
 }
 
 

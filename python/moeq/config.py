@@ -8,9 +8,9 @@ from . import _errors
 from ._core import (ACTORDERS, Handle, Owner, SCHEMES, STRATEGIES, c_list, cstr, dtype_name,
                     format_name, int32, lookup, name_of, text)
 from ._lib import (lib, moeq_config_options, moeq_fused_name, moeq_group_view,
-                   moeq_inspect_options, moeq_inspect_summary, moeq_plan_options,
-                   moeq_model_moe, moeq_quant_args, moeq_resolution, moeq_resolve_options,
-                   moeq_select_options, moeq_selection)
+                   moeq_engine_verdict, moeq_inspect_options, moeq_inspect_summary,
+                   moeq_plan_options, moeq_model_moe, moeq_quant_args, moeq_resolution,
+                   moeq_resolve_options, moeq_select_options, moeq_selection)
 
 KINDS = {"linear": 0, "expert": 1, "other": 2}
 PRECEDENCES = {"ct": 0, "engine": 1}
@@ -382,13 +382,49 @@ class Config(Owner):
             raise TypeError("resolution must come from this config's resolve/resolve_moe")
         return select(resolution, layer=layer, platform=platform, prefer_mxint4=prefer_mxint4)
 
+    def engine_verdict(self, prefix, num_experts, engine="sglang", proj_names=None,
+                       precedence="ct", fused=None, platform="cpu", prefer_mxint4=False):
+        """What `engine` ("sglang", "sglang@eba6af385d", "vllm:sm100", ...) would do with
+        the MoE layer `prefix` (moeq_engine_judge) -> dict with keys engine, scheme (the
+        class it builds, or None), error ("Type: message", or None), branch (the table
+        row), group and args_group (names or None), differs (words, [] when the engine
+        agrees with moeq) and moeq_scheme (moeq's own choice, None when it fails)."""
+        h = self._live()
+        ropts, keep = _resolve_options(precedence, fused)
+        sopts = _select_options(platform, prefer_mxint4)
+        projs = _proj_array(proj_names)
+        out = moeq_engine_verdict()
+        _errors.call(lib.moeq_engine_judge, h.ptr, _engine_spec(engine), cstr(prefix, "prefix"),
+                     int32(num_experts, "num_experts", unsigned=True), projs, ropts,
+                     ctypes.byref(sopts), ctypes.byref(out))
+        del keep
+        groups = [g["name"] for g in self.groups]
+
+        def group(i):
+            return groups[i] if i >= 0 else None
+
+        return {
+            "engine": out.engine.decode(),
+            "scheme": out.scheme.decode() or None,
+            "error": out.error.decode("utf-8", "replace") or None,
+            "branch": out.branch.decode(),
+            "group": group(out.group_index),
+            "args_group": group(out.args_group_index),
+            "differs": [w for bit, w in enumerate(ENGINE_DIFFERS) if out.differs >> bit & 1],
+            "moeq_scheme": lib.moeq_scheme_name(out.moeq_scheme).decode()
+            if out.moeq_scheme >= 0 else None,
+        }
+
     def plan(self, lines, json=True, threads=1, precedence="ct", fused=None, platform="cpu",
-             prefer_mxint4=False):
+             prefer_mxint4=False, engine=None):
         """Plans layer lines: "NAME" or "NAME moe N [GATE,UP,DOWN]".
 
         `lines` is one string (newline-separated) or a list of lines.  Returns
         the list of dicts `moeq plan --json` prints (json=True) or its text
-        table (json=False)."""
+        table (json=False).  `engine` ("sglang", "sglang@eba6af385d",
+        "vllm:sm100", ...) adds what that engine's MoE dispatch would do:
+        keys engine, engine_scheme, engine_error, engine_group and
+        engine_differs (see docs/engines.md)."""
         h = self._live()
         if not isinstance(lines, (str, bytes)):
             lines = list(lines)
@@ -404,6 +440,8 @@ class Config(Owner):
         popts.select = ctypes.pointer(sopts)
         popts.json = 1 if json else 0
         popts.threads = int32(threads, "threads")
+        if engine is not None:
+            popts.engine = _engine_spec(engine)
         out = ctypes.c_void_p()
         errors = ctypes.c_uint32()
         _errors.call(lib.moeq_plan, h.ptr, data, len(data), ctypes.byref(popts),
@@ -416,14 +454,21 @@ class Config(Owner):
         return _json.loads(result) if json else result
 
 
+def _engine_spec(engine):
+    if not isinstance(engine, str):
+        raise TypeError("engine must be a str such as \"sglang@d315eb725\"")
+    return engine.encode("utf-8")
+
+
 def inspect(config, checkpoint, json=True, names_only=False, precedence="ct", fused=None,
-            platform="cpu", prefer_mxint4=False):
+            platform="cpu", prefer_mxint4=False, engine=None):
     """moeq_inspect: plans a checkpoint's modules against `config` and accounts
     for every tensor -> (report, summary).
 
     report: the dict `moeq inspect --json` prints (json=True) or the text
     report; summary: counts (tensors, modules, moe_layers, unconsumed,
-    missing, errors, ...)."""
+    missing, errors, ...).  `engine` as in Config.plan: MoE rows also say
+    what that engine's dispatch would build or raise."""
     h = config._live()
     ck = checkpoint._live()
     ropts, keep = _resolve_options(precedence, fused)
@@ -433,6 +478,8 @@ def inspect(config, checkpoint, json=True, names_only=False, precedence="ct", fu
     opts.select = ctypes.pointer(sopts)
     opts.json = 1 if json else 0
     opts.names_only = 1 if names_only else 0
+    if engine is not None:
+        opts.engine = _engine_spec(engine)
     out = ctypes.c_void_p()
     summary = moeq_inspect_summary()
     _errors.call(lib.moeq_inspect, h.ptr, ck.ptr, ctypes.byref(opts), ctypes.byref(out),
@@ -449,6 +496,17 @@ def inspect(config, checkpoint, json=True, names_only=False, precedence="ct", fu
 def dequant_flags(config):
     """moeq_config_dequant_flags: the flags dequantize() needs for this config's checkpoints."""
     return config.dequant_flags
+
+
+# The words of moeq_engine_verdict.differs, bit by bit (as `plan --json` writes them).
+ENGINE_DIFFERS = ("error", "scheme", "group", "unquantized", "quantized", "args", "moeq_fails")
+
+
+def engines():
+    """[(name, summary)] of the modelled engine versions ("sglang@d315eb725", ...),
+    newest first within an engine."""
+    return [(lib.moeq_engine_name(i).decode(), lib.moeq_engine_summary(i).decode())
+            for i in range(lib.moeq_engine_count())]
 
 
 def schemes():

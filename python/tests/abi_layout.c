@@ -67,7 +67,7 @@ int main(void) {
     S(moeq_selection); F(moeq_selection, scheme); F(moeq_selection, reason); end();
     S(moeq_plan_options);
     F(moeq_plan_options, resolve); F(moeq_plan_options, select); F(moeq_plan_options, json);
-    F(moeq_plan_options, threads);
+    F(moeq_plan_options, threads); F(moeq_plan_options, engine);
     end();
     S(moeq_tensor);
     F(moeq_tensor, name); F(moeq_tensor, dtype); F(moeq_tensor, ndim); F(moeq_tensor, shape);
@@ -117,6 +117,13 @@ int main(void) {
     S(moeq_inspect_options);
     F(moeq_inspect_options, resolve); F(moeq_inspect_options, select);
     F(moeq_inspect_options, json); F(moeq_inspect_options, names_only);
+    F(moeq_inspect_options, engine);
+    end();
+    S(moeq_engine_verdict);
+    F(moeq_engine_verdict, engine); F(moeq_engine_verdict, scheme); F(moeq_engine_verdict, error);
+    F(moeq_engine_verdict, branch); F(moeq_engine_verdict, group_index);
+    F(moeq_engine_verdict, args_group_index); F(moeq_engine_verdict, differs);
+    F(moeq_engine_verdict, moeq_scheme);
     end();
     S(moeq_synth_group);
     F(moeq_synth_group, name); F(moeq_synth_group, n_targets); F(moeq_synth_group, targets);

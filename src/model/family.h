@@ -10,7 +10,7 @@
 #ifndef MOEQ_MODEL_FAMILY_H
 #define MOEQ_MODEL_FAMILY_H
 
-#include "internal.h"
+#include "common/internal.h"
 
 /* A config key a family's code reads, with the value its config class
  * defaults to (written by transformers into every config.json it saves). */

@@ -1,6 +1,6 @@
 /* mxint4.c - int4 weights in groups of 32 with bf16 scales, symmetric,
  * no actorder (the TRT-LLM MxInt4 layout); chosen over wna16 only on request. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!in->opts || !in->opts->prefer_mxint4) {

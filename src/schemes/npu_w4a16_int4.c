@@ -1,6 +1,6 @@
 /* npu_w4a16_int4.c - the Ascend W4A16 int4 layout (w13_weight int32
  * [E, 2I, H/8], bf16 scale/offset), computed on the CPU. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!in->opts || in->opts->platform != MOEQ_PLATFORM_NPU) {

@@ -13,7 +13,7 @@
  * Checkpoints give weight_packed (I32 words) or weight (I8 holding int4
  * values); the loader converts either.  Finalize turns both matrices into
  * the row-major nibble layout the kernels read. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 #include <math.h>
 #include <stdio.h>

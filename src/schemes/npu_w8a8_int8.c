@@ -1,6 +1,6 @@
 /* npu_w8a8_int8.c - the Ascend W8A8 int8 layout (int8 weights, f32 channel
  * scales, offsets), dynamic per-token int8 activations, computed on the CPU. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!in->opts || in->opts->platform != MOEQ_PLATFORM_NPU) {

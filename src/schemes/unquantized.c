@@ -1,6 +1,6 @@
 /* unquantized.c - experts stored in 16/32-bit floats (ignored or unmatched
  * layers, and dense/fakequant formats): plain matmuls. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (in->format == MOEQ_FORMAT_DENSE || in->format == MOEQ_FORMAT_FAKEQUANT) {

@@ -1,7 +1,7 @@
 /* w4a16_mxfp4.c - MXFP4 weights (E2M1 values, E8M0 group-32 scales).
  * Activations stay 16-bit unless the config also quantizes inputs to MXFP4
  * (dynamic, group 32), in which case they are quantized exactly so. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_weights(in, why, n)) return false;

@@ -1,6 +1,6 @@
 /* w4a16_nvfp4.c - NVFP4 weights (E2M1 values, FP8 E4M3 group-16 scales, an
  * FP32 global scale per projection) with 16-bit activations. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_nvfp4_weights(in, why, n)) return false;

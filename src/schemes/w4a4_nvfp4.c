@@ -1,6 +1,6 @@
 /* w4a4_nvfp4.c - NVFP4 weights and NVFP4 activations: inputs quantized per
  * 16 elements at run time against a static input_global_scale ("local"). */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_nvfp4_weights(in, why, n)) return false;

@@ -1,6 +1,6 @@
 /* w4a8_int8.c - int4 weights (group or channel scales, symmetric) and int8
  * activations (dynamic per token or tensor, or static per tensor). */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_int4_sym_weights(in, why, n)) return false;

@@ -1,6 +1,6 @@
 /* w8a16_fp8.c - FP8 E4M3 weights (tensor, channel or block scales) with
  * 16-bit activations. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_fp8_weights(in, why, n)) return false;

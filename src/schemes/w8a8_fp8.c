@@ -1,7 +1,7 @@
 /* w8a8_fp8.c - FP8 E4M3 weights (tensor, channel or block scales) and FP8
  * activations: dynamic per token, per tensor or per group, or a static
  * per-tensor input_scale (the maximum over experts). */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_fp8_weights(in, why, n)) return false;

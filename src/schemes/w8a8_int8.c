@@ -1,6 +1,6 @@
 /* w8a8_int8.c - int8 weights (channel, tensor or group scales) and int8
  * activations: dynamic per token or per tensor, or static per tensor. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_weights(in, why, n)) return false;

@@ -1,6 +1,6 @@
 /* wna16.c - integer weights of 1-8 bits (group or channel scales, symmetric or
  * asymmetric, optional actorder g_idx) with 16-bit activations. */
-#include "moe_params.h"
+#include "layer/moe_params.h"
 
 static bool accepts(const moeq__select_in *in, char *why, size_t n) {
     if (!moeq__need_weights(in, why, n)) return false;

@@ -105,7 +105,7 @@ static void exercise(const moeq_config *cfg, uint8_t knobs) {
     }
 
     moeq_select_options so = {(knobs >> 2) & 1, (knobs >> 3) & 1};
-    moeq_plan_options po = {&ro, &so, (knobs >> 4) & 1, 0};
+    moeq_plan_options po = {&ro, &so, (knobs >> 4) & 1, 0, NULL};
     char *text = NULL;
     uint32_t errors = 0;
     if (FZ(&err, moeq_plan(cfg, k_layers, sizeof k_layers - 1, &po, &text, &errors, &err)) ==

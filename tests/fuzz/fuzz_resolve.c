@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     if (!asks_many_experts(name)) {
-        moeq_plan_options po = {&ro, &so, (flags >> 1) & 1, 0};
+        moeq_plan_options po = {&ro, &so, (flags >> 1) & 1, 0, NULL};
         uint32_t errors = 0;
         FZ(&err, moeq_plan_write(cfg, name, strlen(name), &po, discard, NULL, &errors, &err));
     }

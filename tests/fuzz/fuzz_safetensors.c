@@ -267,7 +267,7 @@ static void exercise(const moeq_checkpoint *ck, const moeq_config *cfg, uint8_t 
     FZ_ASSERT(moeq_checkpoint_find(ck, "no such tensor \x01", &t) == MOEQ_STATUS_NO_MATCH);
 
     moeq_error err;
-    moeq_inspect_options io = {NULL, NULL, (mode >> 3) & 1, (mode >> 4) & 1};
+    moeq_inspect_options io = {NULL, NULL, (mode >> 3) & 1, (mode >> 4) & 1, NULL};
     moeq_inspect_summary sum_out;
     char *text = NULL;
     if (FZ(&err, moeq_inspect(cfg, ck, &io, &text, &sum_out, &err)) == MOEQ_STATUS_OK) {

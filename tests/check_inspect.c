@@ -613,16 +613,16 @@ static const defect k_defects[] = {
     {"weight_zero_point under a symmetric config", d_zero_point_symmetric, NULL,
      "unconsumed tensors", "model.layers.1.mlp.experts.2.up_proj.weight_zero_point",
      "pack-quantized int4 group(32) sym static weights are symmetric: nothing reads a zero point",
-     1, 0, 0},
+     1, 0, 1 /* and the layer: wna16 has no parameter for it, as moeq run says */},
     {"weight next to weight_packed", d_weight_next_to_packed, NULL, "unconsumed tensors",
      "model.layers.0.mlp.experts.0.down_proj.weight",
-     "store the weight as weight_packed: nothing reads weight", 1, 0, 0},
+     "store the weight as weight_packed: nothing reads weight", 1, 0, 1},
     {"input_scale with dynamic inputs", d_input_scale_dynamic, NULL, "unconsumed tensors",
      "model.layers.0.mlp.shared_expert.up_proj.input_scale",
      "input activations are dynamic (int8 token sym dynamic): nothing reads input_scale", 1, 0, 0},
     {"unknown parameter of a quantized module", d_unknown_param, NULL, "unconsumed tensors",
      "model.layers.1.mlp.experts.3.gate_proj.smooth_factor",
-     "smooth_factor is not a parameter of a quantized module", 1, 0, 0},
+     "smooth_factor is not a parameter of a quantized module", 1, 0, 1},
     {"unknown parameter of an unquantized module", d_unknown_param_unquantized, NULL,
      "unconsumed tensors", "model.layers.0.self_attn.o_proj.alpha",
      "alpha is not a parameter moeq reads", 1, 0, 0},
@@ -1023,6 +1023,33 @@ static int tool(const char *args) {
     return WEXITSTATUS(rc);
 }
 
+/* inspect and run agree: a tensor the selected scheme's layer cannot load is
+ * a layer error in inspect, with the message moeq run stops on. */
+START_TEST(test_agrees_with_run) {
+    model m;
+    build_clean(&m);
+    d_unknown_param(&m);
+    const char *cfg_text = config("\"num_experts_per_tok\":2,", "", k_dynamic_token, "");
+    model_write(&m, cfg_text);
+    result r = run(&m, cfg_text);
+    const char *needle = "has no parameter for \"smooth_factor\" of gate_proj";
+    ck_assert_report(strstr(section(&r, "module errors"), needle) != NULL, r.text, "inspect");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s run %s --layer model.layers.1.mlp.experts 2>&1", MOEQ_TOOL_PATH,
+             m.dir);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char out[8192];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "moeq run: %s", out);
+    ck_assert_msg(strstr(out, needle) != NULL, "moeq run: %s", out);
+    result_free(&r);
+    model_free(&m);
+}
+END_TEST
+
 START_TEST(test_cli_exit_codes) {
     model m;
     build_clean(&m);
@@ -1067,6 +1094,7 @@ Suite *inspect_suite(void) {
     tcase_add_test(tc, test_writer_stops_and_nomem);
 #ifdef MOEQ_TOOL_PATH
     tcase_add_test(tc, test_cli_exit_codes);
+    tcase_add_test(tc, test_agrees_with_run);
 #endif
     suite_add_tcase(s, tc);
     return s;

@@ -14,9 +14,17 @@ arrays already laid out so are passed by pointer, others are copied once with
 a C-order copy.  The caller's objects stay referenced until the call returns.
 BF16 travels as uint16 bits and the FP8 types as uint8 (numpy has no such
 types): pass ("BF16", array.view(np.uint16)).
+
+torch tensors.  Wherever an array goes in, a CPU torch tensor may go instead
+(torch is never imported here: a tensor can only exist once the caller has
+imported it).  A contiguous tensor is viewed as an ndarray over its own memory,
+so the library reads it in place; bfloat16 and float8 tensors keep their dtype
+(BF16, F8_E4M3, F8_E5M2) and are viewed as their bits.  Results come back as
+torch tensors when the inputs were (see ``wants_torch`` and ``to_torch``).
 """
 
 import ctypes
+import sys
 import weakref
 
 import numpy as np
@@ -200,19 +208,148 @@ def numpy_dtype(name_or_value):
     return NUMPY_OF[name]
 
 
+# --------------------------------------------------------------------------
+# torch tensors (optional: nothing here imports torch)
+# --------------------------------------------------------------------------
+
+_TORCH_NAMES = None  # torch dtype -> safetensors name, built on first use
+# Held as bits: numpy has no such dtype.
+_BIT_DTYPES = ("BF16", "F8_E4M3", "F8_E5M2", "U16", "U32", "U64")
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def is_torch(x):
+    """True for a torch.Tensor (False whenever torch has not been imported)."""
+    torch = _torch()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def wants_torch(*values):
+    """True when any of `values` (or any value of a dict/list among them) is a torch tensor:
+    results then come back as torch tensors."""
+    if _torch() is None:
+        return False
+    for v in values:
+        if isinstance(v, dict):
+            v = list(v.values())
+        if isinstance(v, (list, tuple)):
+            if any(wants_torch(item) for item in v):
+                return True
+        elif is_torch(v):
+            return True
+    return False
+
+
+def _torch_names(torch):
+    global _TORCH_NAMES
+    if _TORCH_NAMES is None:
+        names = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16",
+                 torch.bfloat16: "BF16", torch.int8: "I8", torch.uint8: "U8",
+                 torch.int16: "I16", torch.int32: "I32", torch.int64: "I64", torch.bool: "BOOL"}
+        for attr, name in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"),
+                           ("uint16", "U16"), ("uint32", "U32"), ("uint64", "U64")):
+            if hasattr(torch, attr):
+                names[getattr(torch, attr)] = name
+        _TORCH_NAMES = names
+    return _TORCH_NAMES
+
+
+def torch_dtype_name(dtype):
+    """A torch dtype -> its safetensors name ("BF16"), None when it has none."""
+    torch = _torch()
+    return None if torch is None else _torch_names(torch).get(dtype)
+
+
+def torch_dtype_of(name):
+    """safetensors name -> torch dtype."""
+    for dt, n in _torch_names(_torch()).items():
+        if n == name:
+            return dt
+    _errors.fail("DTYPE", f"dtype {name} has no torch equivalent")
+
+
+def torch_as_numpy(t, what="tensor"):
+    """(dtype name, ndarray over t's memory) for a CPU tensor; a non-contiguous tensor is
+    copied once into C order (the only copy)."""
+    torch = _torch()
+    if t.device.type != "cpu":
+        _errors.fail("INVALID_ARG", f"{what} is on {t.device}; moeq runs on the CPU "
+                                    f"(move it with .cpu())")
+    name = _torch_names(torch).get(t.dtype)
+    if name is None:
+        _errors.fail("DTYPE", f"{what}: torch dtype {t.dtype} has no safetensors equivalent")
+    t = t.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if name in _BIT_DTYPES:
+        carrier = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+        return name, t.view(carrier[t.element_size()]).numpy().view(NUMPY_OF[name])
+    return name, t.numpy()
+
+
+def to_torch(array, name=None):
+    """An ndarray (owning its memory, or viewing memory something keeps alive) as a torch
+    tensor over the same memory; `name` (e.g. "BF16") gives the dtype for arrays of bits."""
+    torch = _torch()
+    if name in _BIT_DTYPES:
+        signed = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[array.dtype.itemsize]
+        return torch.from_numpy(array.view(signed)).view(torch_dtype_of(name))
+    return torch.from_numpy(array)
+
+
+def float32_array(x, what, ndim=None):
+    """x (ndarray, torch tensor or sequence) as a C-contiguous float32 ndarray; a float32
+    contiguous input is not copied."""
+    if is_torch(x):
+        if not x.is_floating_point():
+            _errors.fail("DTYPE", f"{what} must hold floats, got {x.dtype}")
+        if x.device.type == "cpu" and x.dtype != _torch().float32:
+            x = x.detach().float()  # bfloat16/float16 -> float32 (the one copy)
+        x = torch_as_numpy(x, what)[1]
+    else:
+        x = np.asarray(x)
+        if x.dtype.kind != "f":
+            _errors.fail("DTYPE", f"{what} must hold floats, got {x.dtype}")
+    if ndim is not None and x.ndim != ndim:
+        _errors.fail("SHAPE", f"{what} must have {ndim} dimension(s), got shape {x.shape}")
+    return np.ascontiguousarray(x, dtype="<f4")
+
+
+def int32_array(x, what):
+    """x (ndarray, torch tensor or sequence) of integers as a C-contiguous int32 ndarray; an
+    int32 contiguous input is not copied (int64 ids from torch.topk are converted)."""
+    if is_torch(x):
+        if x.is_floating_point() or x.is_complex():
+            _errors.fail("DTYPE", f"{what} must hold integers, got {x.dtype}")
+        x = torch_as_numpy(x, what)[1]
+    else:
+        x = np.asarray(x)
+    return np.ascontiguousarray(x, dtype="<i4")
+
+
 def as_c_array(array, dtype=None, what="array"):
     """(dtype name, C-contiguous little-endian ndarray) for `array`.
 
     `array` may be an ndarray (or anything np.asarray takes) or a
     (dtype name, ndarray) pair; `dtype` overrides the name.  A BF16/F8 array
-    must hold raw bits: uint16 / uint8."""
+    must hold raw bits: uint16 / uint8.  A CPU torch tensor is viewed in place
+    (torch.bfloat16 as BF16, torch.float8_e4m3fn as F8_E4M3, ...)."""
     if isinstance(array, tuple):
         if len(array) != 2:
             raise TypeError(f"{what}: expected ndarray or (dtype, ndarray)")
         if dtype is None:
             dtype = array[0]
         array = array[1]
+    if is_torch(array):
+        torch_name, array = torch_as_numpy(array, what)
+        if dtype is None:
+            dtype = torch_name
     array = np.asarray(array)
+    if dtype is not None and torch_dtype_name(dtype) is not None:
+        dtype = torch_dtype_name(dtype)
     if dtype is None:
         dtype = _DEFAULT_OF.get(array.dtype.newbyteorder("="))
         if dtype is None:

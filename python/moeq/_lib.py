@@ -10,7 +10,9 @@ Where the library comes from, first match wins:
 1. ``MOEQ_LIBRARY``: the full path of a libmoeq shared library.  When it is
    set and cannot be loaded, importing fails (no silent fallback to another
    copy).
-2. A copy inside this package directory (``libmoeq.so``, ``libmoeq.so.0``, ...).
+2. A copy inside this package directory (``libmoeq.so``, ``libmoeq.so.0``, ...):
+   ``pip install ./python`` builds libmoeq and installs it there as
+   ``libmoeq.so`` (python/CMakeLists.txt).
 3. The system loader: ``ctypes.util.find_library("moeq")``, then
    ``libmoeq.so.0``.
 """
@@ -523,9 +525,9 @@ def _load():
                     f"moeq: MOEQ_LIBRARY={path!r} cannot be loaded: {exc}") from exc
             tried.append(f"{path} ({origin}: {exc})")
     raise ImportError(
-        "moeq: libmoeq was not found.  Set MOEQ_LIBRARY to the full path of libmoeq.so "
-        "(e.g. build/libmoeq.so), copy it into " + _PACKAGE_DIR + ", or install it where the "
-        "system loader finds it." + ("  Tried: " + "; ".join(tried) if tried else ""))
+        "moeq: libmoeq was not found.  Install the package with `pip install ./python` "
+        "(which builds libmoeq into it), set MOEQ_LIBRARY to the full path of libmoeq.so "
+        "(e.g. build/libmoeq.so), or install libmoeq where the system loader finds it." + ("  Tried: " + "; ".join(tried) if tried else ""))
 
 
 def _declare(cdll, path):

@@ -8,13 +8,16 @@ import numpy as np
 
 from . import _errors
 from ._core import (Handle, Owner, SCHEMES, STRATEGIES, as_c_array, c_list, cstr, dtype_name,
-                    dtype_value, fill_tensor, format_value, int32, lookup, name_of, numpy_dtype,
-                    text, view)
+                    dtype_value, fill_tensor, float32_array, format_value, int32, int32_array,
+                    is_torch, lookup, name_of, numpy_dtype, text, to_torch, torch_as_numpy,
+                    torch_dtype_name, view, wants_torch)
 from . import _lib
 from ._lib import lib, moeq_ctx_options, moeq_moe_config, moeq_param, moeq_tensor
 from .config import _proj_array, args_pointer
 
-ACTIVATIONS = {"silu": 0, "gelu": 1, "gelu_tanh": 2, "swigluoai": 3}
+# Names as MoELayer takes them; "swiglu_oai" and "relu2" are the names Config.model_moe()
+# gives (the library refuses relu2's non-gated experts for now, saying so).
+ACTIVATIONS = {"silu": 0, "gelu": 1, "gelu_tanh": 2, "swigluoai": 3, "swiglu_oai": 3, "relu2": 4}
 LAYOUTS = ("sharded", "per_shard", "shared", "derived")
 LOAD_OUTCOMES = ("loaded", "skipped")
 IO_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
@@ -177,8 +180,8 @@ class MoELayer(Owner):
     def load(self, name, array, dtype=None):
         """Loads one checkpoint tensor ("<prefix>.<e>.<proj>.<param>") -> "loaded"/"skipped".
 
-        `array`: ndarray or (dtype, ndarray); dtype overrides (e.g. "BF16" for
-        uint16 bits)."""
+        `array`: ndarray, CPU torch tensor (its dtype names itself: torch.bfloat16 is
+        BF16) or (dtype, ndarray); dtype overrides (e.g. "BF16" for uint16 bits)."""
         h = self._live()
         nb = cstr(name, "name")
         dt, arr = as_c_array(array, dtype, what=f"tensor {name!r}")
@@ -244,7 +247,8 @@ class MoELayer(Owner):
 
     def _apply_inputs(self, x, topk_ids, topk_weights):
         """x as a C-ordered array with its dtype name, ids and weights as int32/float32
-        [T, k]; wrong dtypes or shapes raise the library's DTYPE/SHAPE errors."""
+        [T, k]; wrong dtypes or shapes raise the library's DTYPE/SHAPE errors.  Contiguous
+        inputs of those dtypes (ndarrays or CPU torch tensors) are passed in place."""
         x_dt, xa = as_c_array(x, what="x")
         if x_dt == "U16":
             x_dt = "BF16"
@@ -252,47 +256,75 @@ class MoELayer(Owner):
             _errors.fail("DTYPE", f"x is {x_dt}; expected F32, F16 or BF16 (uint16)")
         if xa.ndim != 2 or xa.shape[1] != self.hidden_size:
             _errors.fail("SHAPE", f"x has shape {xa.shape}, expected [tokens, {self.hidden_size}]")
-        ids = np.ascontiguousarray(topk_ids, dtype="<i4")
-        wts = np.ascontiguousarray(topk_weights, dtype="<f4")
+        ids = int32_array(topk_ids, "topk_ids")
+        wts = float32_array(topk_weights, "topk_weights")
         if ids.ndim != 2 or ids.shape[0] != xa.shape[0] or wts.shape != ids.shape:
             _errors.fail("SHAPE", f"topk_ids {ids.shape} and topk_weights {wts.shape} must "
                                   f"both be [{xa.shape[0]}, top_k]")
         return x_dt, xa, ids, wts
 
-    def apply(self, x, topk_ids, topk_weights, ctx=None, out_dtype=None):
+    def _out_array(self, out, shape, out_dt, torch_result):
+        """(result object, C-contiguous ndarray over its memory) for apply's output."""
+        if out is None:
+            arr = np.empty(shape, IO_DTYPES[out_dt])
+            return (to_torch(arr, out_dt) if torch_result else arr), arr
+        if is_torch(out):
+            name, arr = torch_as_numpy(out, "out")
+            if not out.is_contiguous():
+                _errors.fail("INVALID_ARG", "out must be a contiguous tensor (apply writes it "
+                                            "in place)")
+        else:
+            if not isinstance(out, np.ndarray) or not out.flags.c_contiguous or \
+                    not out.flags.writeable:
+                _errors.fail("INVALID_ARG", "out must be a writable C-contiguous ndarray or a "
+                                            "contiguous CPU torch tensor")
+            name, arr = ("BF16" if out.dtype == np.dtype("<u2") else
+                         {np.dtype("<f4"): "F32", np.dtype("<f2"): "F16"}.get(out.dtype, str(out.dtype))), out
+        if name != out_dt:
+            _errors.fail("DTYPE", f"out is {name}, the output dtype is {out_dt}")
+        if arr.shape != tuple(shape):
+            _errors.fail("SHAPE", f"out has shape {tuple(arr.shape)}, expected {tuple(shape)}")
+        return out, arr
+
+    def apply(self, x, topk_ids, topk_weights, ctx=None, out_dtype=None, out=None):
         """out [T, H] = the routed experts applied to x [T, H].
 
-        x: float32, float16 or BF16 bits (uint16).  topk_ids int32 [T, k] (global
-        ids; -1 contributes nothing), topk_weights float32 [T, k] (e.g. from
-        moeq.route).  out_dtype: "F32", "F16" or "BF16" (default: x's)."""
+        x: float32, float16 or BF16 (a torch.bfloat16 tensor, or uint16 bits), an ndarray
+        or a CPU torch tensor (read in place when contiguous).  topk_ids int32 [T, k]
+        (global ids; -1 contributes nothing; other integer dtypes are converted),
+        topk_weights float32 [T, k] (e.g. from moeq.route).  out_dtype: "F32", "F16" or
+        "BF16", or a torch dtype (default: x's).  out: an array or tensor to write the
+        result into (returned as is); otherwise a new one, a torch tensor when x is one."""
         h = self._live()
+        torch_result = wants_torch(x)
         x_dt, xa, ids, wts = self._apply_inputs(x, topk_ids, topk_weights)
-        out_dt = x_dt if out_dtype is None else out_dtype
+        out_dt = x_dt if out_dtype is None else (torch_dtype_name(out_dtype) or out_dtype)
         if out_dt not in IO_DTYPES:
-            _errors.fail("DTYPE", f"out_dtype {out_dt!r} is not F32, F16 or BF16")
-        out = np.empty(xa.shape, IO_DTYPES[out_dt])
+            _errors.fail("DTYPE", f"out_dtype {out_dtype!r} is not F32, F16 or BF16")
+        result, out_arr = self._out_array(out, xa.shape, out_dt, torch_result)
         ctx = _default_context() if ctx is None else ctx
         ch = ctx._live()
         args = (h.ptr, ch.ptr, dtype_value(x_dt), xa.ctypes.data, xa.shape[0], ids.shape[1],
                 ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
                 wts.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), dtype_value(out_dt),
-                out.ctypes.data)
+                out_arr.ctypes.data)
         with ctx._lock:
             if self._finalized:
                 _errors.call(lib.moeq_moe_apply, *args)
             else:
                 with self._lock:  # not finalized: the library answers STATE
                     _errors.call(lib.moeq_moe_apply, *args)
-        return out
+        return result
 
     def apply_reference(self, x, topk_ids, topk_weights):
         """The same forward computed plainly in float64 (moeq_moe_apply_reference):
-        float64 [T, H], for checking apply()."""
+        float64 [T, H] (a torch tensor when x is one), for checking apply()."""
         h = self._live()
+        torch_result = wants_torch(x)
         x_dt, xa, ids, wts = self._apply_inputs(x, topk_ids, topk_weights)
         out = np.empty(xa.shape, np.float64)
         _errors.call(lib.moeq_moe_apply_reference, h.ptr, dtype_value(x_dt), xa.ctypes.data,
                      xa.shape[0], ids.shape[1], ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
                      wts.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                      out.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
-        return out
+        return to_torch(out) if torch_result else out

@@ -5,8 +5,8 @@ import ctypes
 import numpy as np
 
 from . import _errors
-from ._core import (cstr, dtype_value, format_value, int32, lookup, out_buffer,
-                    tensor_array)
+from ._core import (cstr, dtype_value, float32_array, format_value, int32, lookup, out_buffer,
+                    tensor_array, to_torch, torch_dtype_name, wants_torch)
 from ._lib import lib, moeq_route_config
 from .config import args_pointer
 
@@ -19,12 +19,7 @@ SCORINGS = {"softmax": 0, "sigmoid": 1}
 
 
 def _float_array(x, what, ndim):
-    x = np.asarray(x)
-    if x.dtype.kind != "f":
-        _errors.fail("DTYPE", f"{what} must hold floats, got {x.dtype}")
-    if x.ndim != ndim:
-        _errors.fail("SHAPE", f"{what} must have {ndim} dimension(s), got shape {x.shape}")
-    return np.ascontiguousarray(x, dtype="<f4")
+    return float32_array(x, what, ndim)
 
 
 def dequantize(weights_args, format, tensors, module="", flags=0, out_dtype="F32"):
@@ -33,8 +28,12 @@ def dequantize(weights_args, format, tensors, module="", flags=0, out_dtype="F32
     weights_args: QuantArgs (e.g. resolution["weights"]) or a dict of
     QuantizationArgs keys; None for dense formats.  format: its name
     ("pack-quantized").  tensors: {name: ndarray or (dtype, ndarray)} with
-    full or bare parameter names ("weight_packed", "weight_scale", ...).
-    out_dtype: "F32", "BF16" (returned as uint16 bits) or "F16"."""
+    full or bare parameter names ("weight_packed", "weight_scale", ...); CPU torch
+    tensors are read in place (torch.bfloat16 scales as BF16).  out_dtype: "F32",
+    "BF16" (returned as uint16 bits) or "F16", or a torch dtype.  With any torch
+    tensor among `tensors` the result is a torch tensor (BF16 as torch.bfloat16)."""
+    torch_result = wants_torch(tensors)
+    out_dtype = torch_dtype_name(out_dtype) or out_dtype
     args, keep_args = args_pointer(weights_args, "weights_args")
     fmt = format_value(format)
     if out_dtype not in OUT_DTYPES:
@@ -48,7 +47,7 @@ def dequantize(weights_args, format, tensors, module="", flags=0, out_dtype="F32
     out, ptr = out_buffer((shape[0], shape[1]), OUT_DTYPES[out_dtype])
     _errors.call(lib.moeq_dequantize, *common, ptr, out.nbytes, shape)
     del keep, keep_args
-    return out
+    return to_torch(out, out_dtype) if torch_result else out
 
 
 def route(logits, top_k, scoring="softmax", renormalize=True, num_expert_group=0, topk_group=0,
@@ -58,7 +57,9 @@ def route(logits, top_k, scoring="softmax", renormalize=True, num_expert_group=0
     scoring: "softmax" or "sigmoid".  Grouped top-k (DeepSeek-V3) with
     num_expert_group/topk_group; correction_bias [E] chooses experts but is
     not added to the weights.  routed_scaling_factor 0 means 1.  Floating
-    inputs are converted to float32."""
+    inputs are converted to float32 (a float32 ndarray or CPU torch tensor is read
+    in place).  Given a torch tensor, returns torch tensors (ids torch.int32)."""
+    torch_result = wants_torch(logits)
     x = _float_array(logits, "logits [T, E]", 2)
     tokens, experts = x.shape
     cfg = moeq_route_config()
@@ -88,4 +89,6 @@ def route(logits, top_k, scoring="softmax", renormalize=True, num_expert_group=0
                  ids.ctypes.data_as(i32p) if tokens else None,
                  weights.ctypes.data_as(f32p) if tokens else None)
     del bias
+    if torch_result:
+        return to_torch(ids), to_torch(weights)
     return ids, weights

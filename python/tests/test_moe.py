@@ -166,6 +166,20 @@ def test_manifest_load_finalize_apply(layer_and_data):
     np.testing.assert_allclose(bf16_bits_to_f32(bf16), want, rtol=APPLY_TOL_BF16["rtol"],
                                atol=APPLY_TOL_BF16["atol"] * np.abs(want).max())
 
+    # out=: the result is written into the caller's array, which comes back as is.
+    buf = np.full(x.shape, np.nan, np.float32)
+    assert layer.apply(x, ids, weights, out=buf) is buf
+    np.testing.assert_array_equal(buf, got)
+    bits = np.empty(x.shape, np.uint16)
+    assert layer.apply(x, ids, weights, out_dtype="BF16", out=bits) is bits
+    np.testing.assert_array_equal(bits, layer.apply(x, ids, weights, out_dtype="BF16"))
+    with pytest.raises(moeq.DTypeError, match="out is F16, the output dtype is F32"):
+        layer.apply(x, ids, weights, out=np.empty(x.shape, np.float16))
+    with pytest.raises(moeq.ShapeError, match="out has shape"):
+        layer.apply(x, ids, weights, out=np.empty((1, H), np.float32))
+    with pytest.raises(moeq.InvalidArgumentError, match="C-contiguous"):
+        layer.apply(x, ids, weights, out=np.empty((H, x.shape[0]), np.float32).T)
+
     # A finalized layer serves threads at once, each with its own context.
     results, errors = {}, []
 

@@ -573,6 +573,24 @@ static void list_suffixes(const moeq_moe *l, bool w13, char *buf, size_t n) {
     }
 }
 
+/* The parameter a checkpoint suffix of the w13 or w2 projections loads into. */
+static moeq__param *find_loadable(const moeq_moe *l, bool w13, const char *suffix) {
+    for (uint32_t i = 0; i < l->n_params; i++) {
+        moeq__param *q = &l->params[i];
+        if (q->w13 == w13 && q->pub.layout != MOEQ_LAYOUT_DERIVED &&
+            strcmp(q->suffix, suffix) == 0) {
+            return q;
+        }
+    }
+    return NULL;
+}
+
+bool moeq__moe_takes(const moeq_moe *l, bool w13, const char *suffix, char *takes, size_t n) {
+    if (find_loadable(l, w13, suffix)) return true;
+    if (takes && n) list_suffixes(l, w13, takes, n);
+    return false;
+}
+
 static void list_dtypes(uint32_t mask, char *buf, size_t n) {
     size_t len = 0;
     buf[0] = '\0';
@@ -625,18 +643,9 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
     if (st != MOEQ_STATUS_OK) return st;
 
     bool w13 = shard != MOEQ__DOWN;
-    moeq__param *p = NULL;
-    for (uint32_t i = 0; i < l->n_params; i++) {
-        moeq__param *q = &l->params[i];
-        if (q->w13 == w13 && q->pub.layout != MOEQ_LAYOUT_DERIVED &&
-            strcmp(q->suffix, suffix) == 0) {
-            p = q;
-            break;
-        }
-    }
-    if (!p) {
-        char takes[256];
-        list_suffixes(l, w13, takes, sizeof takes);
+    moeq__param *p = find_loadable(l, w13, suffix);
+    char takes[256];
+    if (!p && !moeq__moe_takes(l, w13, suffix, takes, sizeof takes)) {
         return moeq__error(err, MOEQ_STATUS_NO_MATCH,
                            "tensor \"%s\": scheme %s has no parameter for \"%s\" of %s (it "
                            "loads: %s)",

@@ -85,6 +85,12 @@ void moeq__gated_act(const moeq_moe_config *c, const float *gate, const float *u
 /* Bytes of activation codes (and FP4 scale bytes) of rows x cols. */
 size_t moeq__act_codes_bound(size_t rows, size_t cols);
 
+/* Whether the layer has a loadable parameter for checkpoint suffix `suffix`
+ * ("weight_scale", "bias") of its gate/up (w13) or down projections; when not,
+ * the suffixes it does take go to takes (n bytes, may be NULL).  moeq_moe_load
+ * refuses a tensor exactly when this is false, and moeq inspect asks it too. */
+bool moeq__moe_takes(const moeq_moe *l, bool w13, const char *suffix, char *takes, size_t n);
+
 /* ---- packing (moe_pack.c) ------------------------------------------------------------ */
 
 /* After the scheme's finalize: moves every projection the kernels can stream

@@ -16,6 +16,7 @@
 
 #include "checkpoint/dequant.h"
 #include "checkpoint/safetensors.h"
+#include "layer/moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -415,6 +416,64 @@ static moeq_status row_warn(inspect *in, moeq__plan_row *row, const char *w) {
 static const char *const k_gate_up_down[3] = {"gate_proj", "up_proj", "down_proj"};
 static const char *const k_w1_w3_w2[3] = {"w1", "w3", "w2"};
 
+/* What moeq run would refuse, inspect reports: every tensor of the layer's
+ * experts must be one the selected scheme's layer loads (moeq__moe_takes,
+ * the loader's own rule).  The layer is made for one expert with the
+ * model's dimensions and activation (moeq_model_moe_get) and biases when the
+ * experts have any, as moeq run makes it; without the dimensions in the
+ * config, or for a layer that cannot be made so, nothing is checked here. */
+static moeq_status check_loadable(inspect *in, ilayer *l, const moeq_selection *sel,
+                                  const char *const proj[3], moeq__plan_row *row) {
+    moeq_model_moe mm;
+    if (moeq_model_moe_get(in->cfg, &mm, NULL) != MOEQ_STATUS_OK || !mm.hidden_size ||
+        !mm.intermediate_size || !mm.gated) {
+        return MOEQ_STATUS_OK;
+    }
+    const int32_t li = (int32_t)(l - in->layers);
+    bool bias = false;
+    for (uint32_t m = 0; m < in->n_mods && !bias; m++) {
+        bias = in->mods[m].layer == li && in->mods[m].bias;
+    }
+    moeq_moe_config mc;
+    moeq_moe_config_init(&mc, in->cfg, &l->res, sel, NULL);
+    mc.proj_names = proj;
+    mc.num_experts = 1;
+    mc.hidden_size = mm.hidden_size;
+    mc.intermediate_size = mm.intermediate_size;
+    mc.activation = mm.activation;
+    mc.swiglu_alpha = mm.swiglu_alpha;
+    mc.swiglu_limit = mm.swiglu_limit;
+    mc.params_dtype = mm.params_dtype;
+    mc.has_bias = bias;
+    moeq_moe *layer = NULL;
+    moeq_error e;
+    moeq_status st = moeq_moe_create(&mc, &layer, &e);
+    if (st == MOEQ_STATUS_NOMEM) return nomem(in);
+    if (st != MOEQ_STATUS_OK) return MOEQ_STATUS_OK;
+    bool refused = false; /* one error per layer: its first refused tensor */
+    for (uint32_t m = 0; m < in->n_mods && !refused; m++) {
+        const imod *md = &in->mods[m];
+        if (md->layer != li || md->proj < 0 ||
+            (md->proj != l->triple[0] && md->proj != l->triple[1] && md->proj != l->triple[2])) {
+            continue;
+        }
+        const bool w13 = md->proj != l->triple[2];
+        for (uint32_t k = 0; k < md->count && !refused; k++) {
+            const char *name = tensor_name(in, in->members[md->first + k]);
+            char takes[256];
+            if (moeq__moe_takes(layer, w13, param_of(name), takes, sizeof takes)) continue;
+            moeq__error(&e, MOEQ_STATUS_NO_MATCH,
+                        "tensor \"%s\": scheme %s has no parameter for \"%s\" of %s (it loads: "
+                        "%s)",
+                        name, moeq_scheme_name(sel->scheme), param_of(name),
+                        proj[w13 ? (md->proj == l->triple[0] ? 0 : 1) : 2], takes);
+            refused = true;
+        }
+    }
+    moeq_moe_destroy(layer);
+    return refused ? row_error(in, row, &e) : MOEQ_STATUS_OK;
+}
+
 static moeq_status plan_layer(inspect *in, ilayer *l, moeq__plan_row *row) {
     qsort(l->ids, l->n_ids, sizeof *l->ids, cmp_u32);
     uint32_t n = 0;
@@ -490,7 +549,7 @@ static moeq_status plan_layer(inspect *in, ilayer *l, moeq__plan_row *row) {
     if (st == MOEQ_STATUS_NOMEM) return nomem(in);
     if (st != MOEQ_STATUS_OK) return row_error(in, row, &e);
     row->scheme = sel.scheme;
-    return MOEQ_STATUS_OK;
+    return check_loadable(in, l, &sel, proj, row);
 }
 
 /* Quantized for the accounting: the resolution says so and, for modules

@@ -116,8 +116,11 @@ static int scan_experts(const moeq_checkpoint *ck, const char *prefix, const cha
         long id = strtol(p, &end, 10);
         if (end == p || *end != '.') continue;
         if (id > max_id) max_id = (int32_t)id;
-        if (strncmp(end + 1, "gate_proj.", 10) == 0) hf_style = 1;
-        if (strncmp(end + 1, "w1.", 3) == 0) w_style = 1;
+        /* gate_proj or w1, or up_proj or w3 alone for non-gated experts
+         * (Nemotron-H: up_proj and down_proj only) */
+        if (strncmp(end + 1, "gate_proj.", 10) == 0 || strncmp(end + 1, "up_proj.", 8) == 0)
+            hf_style = 1;
+        if (strncmp(end + 1, "w1.", 3) == 0 || strncmp(end + 1, "w3.", 3) == 0) w_style = 1;
         size_t len = strlen(end + 1);
         if (len > 5 && strcmp(end + 1 + len - 5, ".bias") == 0) *has_bias = 1;
     }

@@ -1042,7 +1042,8 @@ typedef enum moeq_activation {
     MOEQ_ACT_GELU_TANH = 2, /* gelu(gate) * up (tanh approximation) */
     MOEQ_ACT_SWIGLUOAI = 3, /* GPT-OSS: g = min(gate, L), u = clamp(up, -L, L),
                                g * sigmoid(alpha * g) * (u + 1) */
-    MOEQ_ACT_RELU2 = 4      /* relu(x)^2 of non-gated experts (Nemotron-H): down(relu2(up x)) */
+    MOEQ_ACT_RELU2 = 4      /* relu(x)^2 of non-gated experts (Nemotron-H): down(relu2(up x));
+                               a layer takes it with moeq_moe_config.non_gated = 1 */
 } moeq_activation;
 
 /* Everything a layer needs to know when it is created.  Zero-initialise and
@@ -1073,6 +1074,12 @@ typedef struct moeq_moe_config {
     float routed_scaling_factor;          /* multiplies the combined output; 0 means 1 */
     int32_t apply_router_weight_on_input; /* scale x by the weight before the experts
                                              (needs top_k == 1) instead of after */
+    /* 1: non-gated experts, down(act(up x)) (Nemotron-H: relu2); the
+     * manifest then has no gate: w13_* hold up alone ([E, I, ...], per-shard
+     * values [E, 1]) and gate tensors are refused.  Activation silu, gelu,
+     * gelu_tanh or relu2; swiglu_limit must be 0.  0 (the zeroed default):
+     * gated, down(act(gate x) * up x). */
+    int32_t non_gated;
 } moeq_moe_config;
 
 /* Starts a layer config from a resolution and the selection made for it:

@@ -198,6 +198,11 @@ int cmd_manifest(int argc, char **argv) {
     } dims[3] = {{&experts, mm.num_experts, "expert count", "--experts"},
                  {&hidden, mm.hidden_size, "hidden_size", "--hidden"},
                  {&inter, mm.intermediate_size, "expert intermediate size", "--intermediate"}};
+    /* a layer moe_sparsity_config prunes holds its retained experts */
+    if (cli_layer_experts(cfg, layer, mm.num_experts, &dims[0].model) != CLI_OK) {
+        moeq_config_destroy(cfg);
+        return CLI_FAILED;
+    }
     for (int d = 0; d < 3; d++) {
         if (*dims[d].value) continue;
         if (dims[d].model < 1 || dims[d].model > (1 << 24)) {

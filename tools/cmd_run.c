@@ -296,6 +296,12 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     int32_t E = mm.num_experts ? mm.num_experts : found_experts;
+    /* a layer moe_sparsity_config prunes holds (and routes to) its retained experts */
+    if (cli_layer_experts(cfg, layer, E, &E) != CLI_OK) goto done;
+    if (E != (mm.num_experts ? mm.num_experts : found_experts)) {
+        printf("moe_sparsity_config (prune): %s retains %d of %d experts\n", layer, (int)E,
+               (int)(mm.num_experts ? mm.num_experts : found_experts));
+    }
     int32_t top_k = mm.top_k, H = mm.hidden_size, I = mm.intermediate_size;
     if (!H || !I || (!top_k && !ids_path)) {
         fprintf(stderr,

@@ -23,6 +23,17 @@ int cli_model_moe(const moeq_config *cfg, const char *what, moeq_model_moe *mm) 
     return CLI_OK;
 }
 
+int cli_layer_experts(const moeq_config *cfg, const char *layer, int32_t model, int32_t *out) {
+    moeq_error err;
+    int32_t k = 0;
+    if (moeq_config_retained_experts(cfg, layer, &k, &err) != MOEQ_OK) {
+        cli_print_error(layer, &err);
+        return CLI_FAILED;
+    }
+    *out = k > 0 ? k : model;
+    return CLI_OK;
+}
+
 void cli_print_routing(FILE *f, const moeq_model_moe *mm) {
     char line[256];
     moeq_model_moe_summary(mm, line, sizeof line);

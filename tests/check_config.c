@@ -1371,6 +1371,80 @@ START_TEST(test_options_and_raw_texts) {
 }
 END_TEST
 
+/* compressed-tensors 0.20's moe_sparsity_config: parsed inside the
+ * quantization config, the retained count by decoder layer, novice refused
+ * by layer, bad values SCHEMA with their JSON path. */
+#define MS_QC(ms)                                                                              \
+    "{\"num_hidden_layers\": 3, \"quantization_config\": {\"quant_method\": "                 \
+    "\"compressed-tensors\", \"config_groups\": {\"g\": {\"targets\": [\"Linear\"], "          \
+    "\"weights\": {\"num_bits\": 4}}}, \"moe_sparsity_config\": " ms "}}"
+
+START_TEST(test_moe_sparsity_config) {
+    moeq_config *cfg = NULL;
+    moeq_error err;
+    const char *ok = MS_QC("{\"method\": \"prune\", \"num_experts\": [null, 5, 7]}");
+    ck_assert_int_eq(moeq_config_parse(ok, strlen(ok), NULL, &cfg, &err), MOEQ_OK);
+    uint32_t n = 0;
+    ck_assert_int_eq(moeq_config_moe_sparsity(cfg, &n), MOEQ_MOE_SPARSITY_PRUNE);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(moeq_config_moe_sparsity_layer(cfg, 0), 0);
+    ck_assert_int_eq(moeq_config_moe_sparsity_layer(cfg, 2), 7);
+    ck_assert_int_eq(moeq_config_moe_sparsity_layer(cfg, 3), -1);
+    int32_t k = -1;
+    ck_assert_int_eq(moeq_config_retained_experts(cfg, "model.layers.1.mlp.experts", &k, &err),
+                     MOEQ_OK);
+    ck_assert_int_eq(k, 5);
+    ck_assert_int_eq(moeq_config_retained_experts(cfg, "backbone.layers.2.mixer.experts", &k,
+                                                  &err),
+                     MOEQ_OK);
+    ck_assert_int_eq(k, 7);
+    ck_assert_int_eq(moeq_config_retained_experts(cfg, "model.layers.0.mlp.experts", &k, &err),
+                     MOEQ_STATUS_NO_MATCH);
+    ck_assert_msg(strstr(err.message, "dense"), "%s", err.message);
+    ck_assert_int_eq(moeq_config_retained_experts(cfg, "model.layers.9.mlp.experts", &k, &err),
+                     MOEQ_STATUS_NO_MATCH);
+    moeq_config_destroy(cfg);
+
+    const char *nov = MS_QC("{\"method\": \"novice\", \"num_experts\": [null, 5, 7]}");
+    ck_assert_int_eq(moeq_config_parse(nov, strlen(nov), NULL, &cfg, &err), MOEQ_OK);
+    ck_assert_int_eq(moeq_config_retained_experts(cfg, "model.layers.2.mlp.experts", &k, &err),
+                     MOEQ_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "model.layers.2.mlp.experts") &&
+                      strstr(err.message, "novice"),
+                  "%s", err.message);
+    moeq_config_destroy(cfg);
+
+    const char *none = MS_QC("null");
+    ck_assert_int_eq(moeq_config_parse(none, strlen(none), NULL, &cfg, &err), MOEQ_OK);
+    ck_assert_int_eq(moeq_config_moe_sparsity(cfg, NULL), MOEQ_MOE_SPARSITY_NONE);
+    ck_assert_int_eq(moeq_config_retained_experts(cfg, "model.layers.2.mlp.experts", &k, &err),
+                     MOEQ_OK);
+    ck_assert_int_eq(k, 0);
+    moeq_config_destroy(cfg);
+
+    static const struct {
+        const char *json, *path;
+    } bad[] = {
+        {MS_QC("{\"method\": \"drop\", \"num_experts\": [null, 5, 7]}"),
+         "quantization_config.moe_sparsity_config.method"},
+        {MS_QC("{\"method\": \"prune\", \"num_experts\": [null, 5.5, 7]}"),
+         "quantization_config.moe_sparsity_config.num_experts[1]"},
+        {MS_QC("{\"method\": \"prune\", \"num_experts\": [null, true, 7]}"),
+         "quantization_config.moe_sparsity_config.num_experts[1]"},
+        {MS_QC("{\"method\": \"prune\", \"num_experts\": [null, 0, 7]}"),
+         "quantization_config.moe_sparsity_config.num_experts[1]"},
+        {MS_QC("{\"method\": \"prune\", \"num_experts\": [null, 5]}"), "num_hidden_layers"},
+        {MS_QC("{\"method\": \"prune\"}"), "quantization_config.moe_sparsity_config.num_experts"},
+        {MS_QC("[1]"), "quantization_config.moe_sparsity_config"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(moeq_config_parse(bad[i].json, strlen(bad[i].json), NULL, &cfg, &err),
+                         MOEQ_STATUS_SCHEMA);
+        ck_assert_msg(strstr(err.message, bad[i].path), "%zu: %s", i, err.message);
+    }
+}
+END_TEST
+
 static Suite *config_suite(void) {
     Suite *s = suite_create("config");
     TCase *real = tcase_create("real_configs");
@@ -1420,6 +1494,7 @@ static Suite *config_suite(void) {
     tcase_add_test(misc, test_versions_and_flags);
     tcase_add_test(misc, test_summary);
     tcase_add_test(misc, test_options_and_raw_texts);
+    tcase_add_test(misc, test_moe_sparsity_config);
     suite_add_tcase(s, misc);
     return s;
 }

@@ -94,6 +94,12 @@ static const family_case k_cases[] = {
     {"minimax_m2", SIGMOID_TOPK, 2, 1, 0, 0, 1.0, 1,
      "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"intermediate_size\": 32, "
      "\"hidden_act\": \"silu\""},
+    /* Nemotron-H: non-gated experts, down(relu2(up x)), under backbone.layers.N.mixer */
+    {"nemotron_h", SIGMOID_GROUP, 2, 1, 4, 2, 2.5, 1,
+     "\"n_routed_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, "
+     "\"norm_topk_prob\": true, \"routed_scaling_factor\": 2.5, \"n_group\": 4, "
+     "\"topk_group\": 2, \"n_shared_experts\": 1, \"mlp_hidden_act\": \"relu2\", "
+     "\"moe_latent_size\": null"},
 };
 
 /* ---- a checkpoint in the family's names ----------------------------------------------- */
@@ -168,7 +174,7 @@ static const char *k_quant =
     "\"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 4, "
     "\"type\": \"int\", \"symmetric\": true, \"strategy\": \"group\", \"group_size\": 32}, "
     "\"input_activations\": null, \"format\": \"pack-quantized\"}}, "
-    "\"ignore\": [\"lm_head\", \"re:.*mlp.gate$\", \"re:.*router.*\"]}";
+    "\"ignore\": [\"lm_head\", \"re:.*mlp.gate$\", \"re:.*mixer.gate$\", \"re:.*router.*\"]}";
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -181,7 +187,9 @@ static void build(const family_case *c, const char *quant, model *m) {
     moeq_error err;
     ck_assert_ok(moeq_model_family(c->model_type, &m->fam, &err), &err);
     moeq_test_mkdtemp(m->dir, sizeof m->dir, "moeq_models");
-    snprintf(m->block, sizeof m->block, "model.layers.1.%s", m->fam.moe_block);
+    /* Nemotron-H's decoder layers sit under backbone, the others' under model */
+    snprintf(m->block, sizeof m->block, "%s.layers.1.%s",
+             strcmp(c->model_type, "nemotron_h") == 0 ? "backbone" : "model", m->fam.moe_block);
     snprintf(m->prefix, sizeof m->prefix, "%s.%s", m->block, m->fam.experts);
     rng_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)strlen(c->model_type) * 7919u;
 
@@ -201,6 +209,7 @@ static void build(const family_case *c, const char *quant, model *m) {
     static float wf[H_ * I_];
     for (int e = 0; e < E_; e++) {
         for (int p = 0; p < 3; p++) {
+            if (p == 0 && !m->fam.gated) continue; /* no gate_proj */
             int64_t rows = p == 2 ? H_ : I_, cols = p == 2 ? I_ : H_;
             for (int64_t i = 0; i < rows * cols; i++) wf[i] = bf16(normal(0.2));
             char module[256];
@@ -403,7 +412,10 @@ static void forward(const family_case *c, const model *m, const float *x, bool f
                     g += xin[h] * m->w[e][0][i * H_ + h];
                     u += xin[h] * m->w[e][1][i * H_ + h];
                 }
-                if (oai) { /* GptOssExperts._apply_gate */
+                if (!m->fam.gated) { /* NemotronHMLP: down(relu(up x)^2), no gate */
+                    ck_assert_int_eq(m->fam.activation, MOEQ_ACT_RELU2);
+                    a[i] = u > 0 ? u * u : 0.0;
+                } else if (oai) { /* GptOssExperts._apply_gate */
                     g = fmin(g, 7.0);
                     u = fmin(fmax(u, -7.0), 7.0);
                     a[i] = (u + 1.0) * g * sigm(1.702 * g);
@@ -522,15 +534,41 @@ START_TEST(test_gpt_oss_schemes) {
 }
 END_TEST
 
-/* Nemotron-H's experts have no gate: refused by name, not run wrong. */
-START_TEST(test_non_gated_refused) {
+/* Nemotron-H's experts have no gate: a gate tensor in such a layer is
+ * refused by name, relu2 on a gated layer is refused rather than run, and
+ * the manifest holds up alone. */
+START_TEST(test_non_gated_layer) {
     moeq_model_moe fam;
     moeq_error err;
     ck_assert_ok(moeq_model_family("nemotron_h", &fam, &err), &err);
     ck_assert_int_eq(fam.gated, 0);
     ck_assert_int_eq(fam.activation, MOEQ_ACT_RELU2);
     ck_assert_str_eq(fam.moe_block, "mixer");
-    char dir[96], path[160], text[4096];
+    moeq_moe_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.scheme = MOEQ_SCHEME_UNQUANTIZED;
+    mc.num_experts = 2;
+    mc.hidden_size = 16;
+    mc.intermediate_size = 8;
+    mc.activation = MOEQ_ACT_RELU2;
+    moeq_moe *l = NULL;
+    ck_assert_int_eq(moeq_moe_create(&mc, &l, &err), MOEQ_STATUS_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "non_gated"), "%s", err.message);
+    mc.non_gated = 1;
+    ck_assert_ok(moeq_moe_create(&mc, &l, &err), &err);
+    moeq_param p;
+    ck_assert_int_eq(moeq_moe_find_param(l, "w13_weight", &p), MOEQ_OK);
+    ck_assert_int_eq(p.shape[1], 8); /* up alone: [E, I, H] */
+    static uint16_t w[8 * 16];
+    moeq_tensor t = {.name = "0.gate_proj.weight", .dtype = MOEQ_DTYPE_BF16, .ndim = 2,
+                     .shape = {8, 16}, .data = w, .nbytes = sizeof w};
+    ck_assert_int_eq(moeq_moe_load(l, &t, NULL, &err), MOEQ_STATUS_NO_MATCH);
+    ck_assert_msg(strstr(err.message, "non-gated"), "%s", err.message);
+    t.name = "0.up_proj.weight";
+    ck_assert_ok(moeq_moe_load(l, &t, NULL, &err), &err);
+    moeq_moe_destroy(l);
+    /* moeq manifest: w13 sized and sourced from up_proj alone ([E, words(H), I] transposed) */
+    char dir[96], path[160], text[8192];
     moeq_test_mkdtemp(dir, sizeof dir, "moeq_models");
     snprintf(path, sizeof path, "%s/config.json", dir);
     char cfg[2048];
@@ -540,8 +578,10 @@ START_TEST(test_non_gated_refused) {
              k_quant);
     write_text(path, cfg);
     snprintf(path, sizeof path, "manifest %s --layer backbone.layers.1.mixer.experts", dir);
-    ck_assert_int_eq(run_tool(path, text, sizeof text), 1);
-    ck_assert_msg(strstr(text, "UNSUPPORTED") && strstr(text, "non-gated"), "%s", text);
+    ck_assert_int_eq(run_tool(path, text, sizeof text), 0);
+    ck_assert_msg(strstr(text, "w13_weight_packed        I32   [8, 8, 32]") &&
+                      strstr(text, " up_proj.weight_packed") && !strstr(text, "gate_proj"),
+                  "%s", text);
     moeq_test_rmtree(dir);
 }
 END_TEST
@@ -692,7 +732,7 @@ static Suite *models_suite(void) {
     tcase_add_loop_test(tc, test_family_checkpoint, 0,
                         (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_loop_test(tc, test_gpt_oss_schemes, 0, (int)(sizeof k_oss / sizeof k_oss[0]));
-    tcase_add_test(tc, test_non_gated_refused);
+    tcase_add_test(tc, test_non_gated_layer);
     tcase_add_test(tc, test_reading_keys);
     tcase_add_test(tc, test_bad_values);
     suite_add_tcase(s, tc);

@@ -62,11 +62,11 @@ END_TEST
  * included), and every table is within float32 sums of the float64
  * reference.  (The portable table's silu_mul uses expf, so its outputs are
  * not compared bit for bit.) */
-static void tables_agree(const moeq_test_scheme_args *a, int32_t scheme, int32_t H, int32_t I,
-                         bool bf16_in, uint32_t seed) {
+static void tables_agree_act(const moeq_test_scheme_args *a, int32_t scheme, int32_t H, int32_t I,
+                             bool bf16_in, uint32_t seed, int32_t activation, int32_t non_gated) {
     enum { E = 5, T = 24, K = 2 };
     moeq_test_layer tl;
-    moeq_test_layer_make(&tl, a, E, H, I, 7u + seed);
+    moeq_test_layer_make_act(&tl, a, E, H, I, 7u + seed, activation, non_gated);
     ck_assert_int_eq(moeq_moe_scheme(tl.layer), scheme);
     float *x = malloc(sizeof(float) * T * H), *out[3];
     for (int i = 0; i < 3; i++) out[i] = malloc(sizeof(float) * T * H);
@@ -113,9 +113,10 @@ static void tables_agree(const moeq_test_scheme_args *a, int32_t scheme, int32_t
             dmax = fmax(dmax, fabs((double)out[level][i] - ref64[i]));
         }
         ck_assert_msg(amax > 0 && dmax <= 1e-4 * amax + 1e-6,
-                      "%s (H %d, %s in, %s): max |apply - reference| = %g (max |ref| %g)",
-                      moeq_scheme_name(scheme), H, bf16_in ? "bf16" : "f32", names[level], dmax,
-                      amax);
+                      "%s (H %d, %s in, %s, activation %d%s): max |apply - reference| = %g "
+                      "(max |ref| %g)",
+                      moeq_scheme_name(scheme), H, bf16_in ? "bf16" : "f32", names[level],
+                      (int)activation, non_gated ? " non-gated" : "", dmax, amax);
     }
     if (have >= 2) {
         for (int i = 0; i < T * H; i++) {
@@ -129,6 +130,11 @@ static void tables_agree(const moeq_test_scheme_args *a, int32_t scheme, int32_t
     free(ref64);
     for (int i = 0; i < 3; i++) free(out[i]);
     moeq_test_layer_free(&tl);
+}
+
+static void tables_agree(const moeq_test_scheme_args *a, int32_t scheme, int32_t H, int32_t I,
+                         bool bf16_in, uint32_t seed) {
+    tables_agree_act(a, scheme, H, I, bf16_in, seed, MOEQ_ACT_SILU, 0);
 }
 
 START_TEST(test_kernel_tables_agree) {
@@ -191,6 +197,106 @@ START_TEST(test_bf16_tiles_tables_agree) {
 }
 END_TEST
 
+/* Non-gated experts, down(act(up x)), in every scheme: w13 holds up alone,
+ * and every kernel table agrees with the float64 reference, for relu2
+ * (Nemotron-H) and, scheme by scheme in turn, silu, gelu and gelu_tanh. */
+START_TEST(test_non_gated_every_scheme) {
+    const int32_t scheme = _i / 2;
+    static const int32_t acts[3] = {MOEQ_ACT_SILU, MOEQ_ACT_GELU, MOEQ_ACT_GELU_TANH};
+    const int32_t act = _i % 2 ? acts[scheme % 3] : MOEQ_ACT_RELU2;
+    moeq_test_layer tl;
+    moeq_test_layer_create_act(&tl, &k_test_schemes[scheme], 5, 64, 32, 11u, act, 1);
+    moeq_param p;
+    for (uint32_t i = 0; i < moeq_moe_param_count(tl.layer); i++) {
+        ck_assert_int_eq(moeq_moe_param(tl.layer, i, &p), MOEQ_OK);
+        /* w13 is sized for up alone: [E, I, ...] (per-shard [E, 1]) */
+        if (strncmp(p.name, "w13_", 4) == 0 && p.layout == MOEQ_LAYOUT_SHARDED &&
+            !p.is_transposed && strcmp(p.ckpt_suffix, "weight_g_idx") != 0 &&
+            scheme != MOEQ_SCHEME_NPU_W4A8_INT8) {
+            ck_assert_msg(p.shape[1] == 32 || p.shape[1] == 1 /* block scales: 32/32 */,
+                          "%s: %s shape[1] %lld", moeq_scheme_name(scheme), p.name,
+                          (long long)p.shape[1]);
+        }
+        if (p.layout == MOEQ_LAYOUT_PER_SHARD && strncmp(p.name, "w13_", 4) == 0) {
+            ck_assert_int_eq(p.ndim, 2);
+            ck_assert_int_eq(p.shape[1], 1);
+        }
+    }
+    moeq_test_layer_free(&tl);
+    tables_agree_act(&k_test_schemes[scheme], scheme, 64, 32, false, 40u + (uint32_t)_i, act, 1);
+}
+END_TEST
+
+/* The non-gated forward itself, against one written here from the loaded
+ * float weights: y = sum_k w_k * down_e(relu(up_e x)^2). */
+START_TEST(test_non_gated_relu2_by_hand) {
+    enum { E = 3, H = 32, I = 16, T = 4, K = 2 };
+    moeq_test_layer tl;
+    moeq_test_layer_create_act(&tl, &k_test_schemes[MOEQ_SCHEME_UNQUANTIZED], E, H, I, 21u,
+                               MOEQ_ACT_RELU2, 1);
+    moeq_test_layer_load(&tl);
+    moeq_param up, down;
+    ck_assert_int_eq(moeq_moe_find_param(tl.layer, "w13_weight", &up), MOEQ_OK);
+    ck_assert_int_eq(moeq_moe_find_param(tl.layer, "w2_weight", &down), MOEQ_OK);
+    ck_assert_int_eq(up.shape[1], I);
+    static float wu[E * I * H], wd[E * H * I];
+    for (int i = 0; i < E * I * H; i++) {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)up.data + 2 * i, 2);
+        uint32_t u = (uint32_t)h << 16;
+        memcpy(&wu[i], &u, 4);
+        memcpy(&h, (const uint8_t *)down.data + 2 * i, 2);
+        u = (uint32_t)h << 16;
+        memcpy(&wd[i], &u, 4);
+    }
+    moeq_error err;
+    ck_assert_ok(moeq_moe_finalize(tl.layer, &err), &err);
+    float x[T * H], w[T * K], out[T * H];
+    int32_t ids[T * K];
+    uint32_t r = 3u;
+    for (int i = 0; i < T * H; i++) x[i] = ((float)(moeq_test_rand(&r) % 2001) - 1000.0f) / 100.0f;
+    for (int t = 0; t < T; t++) {
+        ids[t * K] = t % E;
+        ids[t * K + 1] = (t + 1) % E;
+        w[t * K] = 0.75f;
+        w[t * K + 1] = 0.25f;
+    }
+    moeq_ctx *ctx = NULL;
+    ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
+    ck_assert_ok(moeq_moe_apply(tl.layer, ctx, MOEQ_DTYPE_F32, x, T, K, ids, w, MOEQ_DTYPE_F32, out,
+                                &err),
+                 &err);
+    double amax = 0, dmax = 0;
+    int negatives = 0;
+    for (int t = 0; t < T; t++) {
+        double y[H] = {0};
+        for (int j = 0; j < K; j++) {
+            const int e = ids[t * K + j];
+            double a[I];
+            for (int i = 0; i < I; i++) {
+                double u = 0;
+                for (int h = 0; h < H; h++) u += (double)x[t * H + h] * wu[(e * I + i) * H + h];
+                negatives += u < 0;
+                a[i] = u > 0 ? u * u : 0.0;
+            }
+            for (int h = 0; h < H; h++) {
+                double d = 0;
+                for (int i = 0; i < I; i++) d += a[i] * wd[(e * H + h) * I + i];
+                y[h] += w[t * K + j] * d;
+            }
+        }
+        for (int h = 0; h < H; h++) {
+            amax = fmax(amax, fabs(y[h]));
+            dmax = fmax(dmax, fabs((double)out[t * H + h] - y[h]));
+        }
+    }
+    ck_assert_msg(negatives > 0, "relu2 never clipped: the case proves nothing");
+    ck_assert_msg(amax > 0 && dmax <= 1e-4 * amax, "max |apply - by hand| %g of %g", dmax, amax);
+    moeq_ctx_destroy(ctx);
+    moeq_test_layer_free(&tl);
+}
+END_TEST
+
 static Suite *moe_apply_suite(void) {
     Suite *s = suite_create("moe_apply");
     TCase *tc = tcase_create("schemes");
@@ -198,6 +304,8 @@ static Suite *moe_apply_suite(void) {
     tcase_add_loop_test(tc, test_kernel_tables_agree, 0, 2 * MOEQ_SCHEME_COUNT);
     tcase_add_loop_test(tc, test_bf16_tiles_tables_agree, 0,
                         2 * (int)(sizeof k_bf16_cases / sizeof k_bf16_cases[0]));
+    tcase_add_loop_test(tc, test_non_gated_every_scheme, 0, 2 * MOEQ_SCHEME_COUNT);
+    tcase_add_test(tc, test_non_gated_relu2_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }

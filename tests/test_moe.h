@@ -87,7 +87,7 @@ static inline int32_t moeq_test_ckpt_shape(const moeq_test_layer *tl, const moeq
         shape[1] = packed ? (in + 7) / 8 : in;
         return 2;
     }
-    return moeq_test_shard_shape(p, shape);
+    return moeq_test_shard_shape_of(p, tl->mc.non_gated ? 1 : 2, shape);
 }
 
 /* Builds the tensor of parameter `pi` for global expert `g`, shard `shard`
@@ -168,9 +168,12 @@ static inline void moeq_test_tensor_free(moeq_test_tensor *t) {
 }
 
 /* Parses the one-group config, resolves, selects and creates the layer
- * (prefix "model.layers.3.mlp.experts", default projection names). */
-static inline void moeq_test_layer_create(moeq_test_layer *tl, const moeq_test_scheme_args *a,
-                                          int32_t E, int32_t H, int32_t I, uint32_t seed) {
+ * (prefix "model.layers.3.mlp.experts", default projection names) with
+ * `activation`, gated or not (non_gated 1: no gate tensors). */
+static inline void moeq_test_layer_create_act(moeq_test_layer *tl,
+                                              const moeq_test_scheme_args *a, int32_t E,
+                                              int32_t H, int32_t I, uint32_t seed,
+                                              int32_t activation, int32_t non_gated) {
     memset(tl, 0, sizeof *tl);
     char json[2048];
     snprintf(json, sizeof json,
@@ -194,11 +197,19 @@ static inline void moeq_test_layer_create(moeq_test_layer *tl, const moeq_test_s
     tl->mc.num_experts = E;
     tl->mc.hidden_size = H;
     tl->mc.intermediate_size = I;
+    tl->mc.activation = activation;
+    tl->mc.non_gated = non_gated;
     tl->E = E;
     tl->H = H;
     tl->I = I;
     tl->seed = seed;
     ck_assert_ok(moeq_moe_create(&tl->mc, &tl->layer, &err), &err);
+}
+
+/* The same, gated silu experts. */
+static inline void moeq_test_layer_create(moeq_test_layer *tl, const moeq_test_scheme_args *a,
+                                          int32_t E, int32_t H, int32_t I, uint32_t seed) {
+    moeq_test_layer_create_act(tl, a, E, H, I, seed, MOEQ_ACT_SILU, 0);
 }
 
 /* Loads every required tensor (all experts are local). */
@@ -211,6 +222,7 @@ static inline void moeq_test_layer_load(moeq_test_layer *tl) {
         for (int32_t e = 0; e < tl->E; e++) {
             for (int shard = moeq_test_is_w13(&p) ? 0 : 2; shard < 3; shard++) {
                 if (moeq_test_is_w13(&p) && shard == 2) break;
+                if (shard == 0 && tl->mc.non_gated) continue; /* no gate */
                 moeq_test_tensor t;
                 moeq_test_tensor_make(tl, pi, e, shard, &t);
                 moeq_error err;
@@ -222,6 +234,16 @@ static inline void moeq_test_layer_load(moeq_test_layer *tl) {
 }
 
 /* create + load + finalize. */
+static inline void moeq_test_layer_make_act(moeq_test_layer *tl,
+                                            const moeq_test_scheme_args *a, int32_t E, int32_t H,
+                                            int32_t I, uint32_t seed, int32_t activation,
+                                            int32_t non_gated) {
+    moeq_test_layer_create_act(tl, a, E, H, I, seed, activation, non_gated);
+    moeq_test_layer_load(tl);
+    moeq_error err;
+    ck_assert_ok(moeq_moe_finalize(tl->layer, &err), &err);
+}
+
 static inline void moeq_test_layer_make(moeq_test_layer *tl, const moeq_test_scheme_args *a,
                                         int32_t E, int32_t H, int32_t I, uint32_t seed) {
     moeq_test_layer_create(tl, a, E, H, I, seed);

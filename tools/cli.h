@@ -53,6 +53,10 @@ void cli_glm_layer_lines(cli_buf *out, int moe_lines);
  * prints the error, or the warning for an unknown family that took
  * defaults, to stderr.  WHAT names the model directory or config. */
 int cli_model_moe(const moeq_config *cfg, const char *what, moeq_model_moe *mm);
+/* The experts MoE layer LAYER holds: moe_sparsity_config's retained count
+ * for its decoder layer when the config has one, else `model`.  CLI_FAILED
+ * (message printed) when the config refuses the layer (dense, novice). */
+int cli_layer_experts(const moeq_config *cfg, const char *layer, int32_t model, int32_t *out);
 /* "model: glm4_moe; routing: sigmoid, top-8 of 128, ..." and, when some came
  * from the family table, the line that lists them. */
 void cli_print_routing(FILE *f, const moeq_model_moe *mm);

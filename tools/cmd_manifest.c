@@ -84,8 +84,10 @@ static int print_manifest(const moeq_moe *moe, const cli_moe_layer *ml, const ch
             printf(",\"from\":[");
             if (p.layout != MOEQ_LAYOUT_DERIVED) {
                 if (w13) {
-                    cli_json_string(stdout, ml->proj[0]);
-                    putchar(',');
+                    if (!ml->mc.non_gated) { /* non-gated experts have no gate */
+                        cli_json_string(stdout, ml->proj[0]);
+                        putchar(',');
+                    }
                     cli_json_string(stdout, ml->proj[1]);
                 } else {
                     cli_json_string(stdout, ml->proj[2]);
@@ -105,6 +107,8 @@ static int print_manifest(const moeq_moe *moe, const cli_moe_layer *ml, const ch
         char from[128];
         if (p.layout == MOEQ_LAYOUT_DERIVED) {
             snprintf(from, sizeof from, "(computed by finalize)");
+        } else if (w13 && ml->mc.non_gated) {
+            snprintf(from, sizeof from, "%s.%s", ml->proj[1], p.ckpt_suffix);
         } else if (w13) {
             snprintf(from, sizeof from, "{%s,%s}.%s", ml->proj[0], ml->proj[1], p.ckpt_suffix);
         } else {
@@ -194,6 +198,11 @@ int cmd_manifest(int argc, char **argv) {
     } dims[3] = {{&experts, mm.num_experts, "expert count", "--experts"},
                  {&hidden, mm.hidden_size, "hidden_size", "--hidden"},
                  {&inter, mm.intermediate_size, "expert intermediate size", "--intermediate"}};
+    /* a layer moe_sparsity_config prunes holds its retained experts */
+    if (cli_layer_experts(cfg, layer, mm.num_experts, &dims[0].model) != CLI_OK) {
+        moeq_config_destroy(cfg);
+        return CLI_FAILED;
+    }
     for (int d = 0; d < 3; d++) {
         if (*dims[d].value) continue;
         if (dims[d].model < 1 || dims[d].model > (1 << 24)) {

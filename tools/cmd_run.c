@@ -124,8 +124,11 @@ static int scan_experts(const moeq_checkpoint *ck, const char *prefix, const cha
         long id = strtol(p, &end, 10);
         if (end == p || *end != '.') continue;
         if (id > max_id) max_id = (int32_t)id;
-        if (strncmp(end + 1, "gate_proj.", 10) == 0) hf_style = 1;
-        if (strncmp(end + 1, "w1.", 3) == 0) w_style = 1;
+        /* gate_proj or w1, or up_proj or w3 alone for non-gated experts
+         * (Nemotron-H: up_proj and down_proj only) */
+        if (strncmp(end + 1, "gate_proj.", 10) == 0 || strncmp(end + 1, "up_proj.", 8) == 0)
+            hf_style = 1;
+        if (strncmp(end + 1, "w1.", 3) == 0 || strncmp(end + 1, "w3.", 3) == 0) w_style = 1;
         size_t len = strlen(end + 1);
         if (len > 5 && strcmp(end + 1 + len - 5, ".bias") == 0) *has_bias = 1;
     }
@@ -319,6 +322,12 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     int32_t E = mm.num_experts ? mm.num_experts : found_experts;
+    /* a layer moe_sparsity_config prunes holds (and routes to) its retained experts */
+    if (cli_layer_experts(cfg, layer, E, &E) != CLI_OK) goto done;
+    if (E != (mm.num_experts ? mm.num_experts : found_experts)) {
+        printf("moe_sparsity_config (prune): %s retains %d of %d experts\n", layer, (int)E,
+               (int)(mm.num_experts ? mm.num_experts : found_experts));
+    }
     int32_t top_k = mm.top_k, H = mm.hidden_size, I = mm.intermediate_size;
     if (!H || !I || (!top_k && !ids_path)) {
         fprintf(stderr,

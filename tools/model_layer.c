@@ -23,6 +23,17 @@ int cli_model_moe(const moeq_config *cfg, const char *what, moeq_model_moe *mm) 
     return CLI_OK;
 }
 
+int cli_layer_experts(const moeq_config *cfg, const char *layer, int32_t model, int32_t *out) {
+    moeq_error err;
+    int32_t k = 0;
+    if (moeq_config_retained_experts(cfg, layer, &k, &err) != MOEQ_OK) {
+        cli_print_error(layer, &err);
+        return CLI_FAILED;
+    }
+    *out = k > 0 ? k : model;
+    return CLI_OK;
+}
+
 void cli_print_routing(FILE *f, const moeq_model_moe *mm) {
     char line[256];
     moeq_model_moe_summary(mm, line, sizeof line);
@@ -39,13 +50,6 @@ int cli_moe_layer_setup(const moeq_config *cfg, const moeq_model_moe *mm, const 
     memset(out, 0, sizeof *out);
     for (int i = 0; i < 3; i++) out->proj[i] = proj ? proj[i] : mm->proj[i];
     moeq_error err;
-    if (!mm->gated) {
-        fprintf(stderr,
-                "moeq: %s: UNSUPPORTED: %s experts are non-gated (down(act(up x)), no gate "
-                "projection); moeq's MoE layers run gated experts\n",
-                layer, mm->family[0] ? mm->family : "these");
-        return CLI_FAILED;
-    }
     if (moeq_resolve_moe(cfg, layer, (uint32_t)experts, out->proj, NULL, &out->res, &err) !=
             MOEQ_OK ||
         moeq_select(&out->res, layer, so, &out->sel, &err) != MOEQ_OK) {
@@ -67,6 +71,7 @@ int cli_moe_layer_setup(const moeq_config *cfg, const moeq_model_moe *mm, const 
     mc->swiglu_limit = mm->swiglu_limit;
     mc->params_dtype = mm->params_dtype;
     mc->has_bias = has_bias < 0 ? mm->expert_bias : has_bias;
+    mc->non_gated = !mm->gated; /* down(act(up x)): no gate tensors (Nemotron-H) */
     return CLI_OK;
 }
 

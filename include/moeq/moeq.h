@@ -343,6 +343,34 @@ MOEQ_API moeq_status moeq_config_model_number(const moeq_config *cfg, const char
 /* A string-valued model field ("scoring_func", "model_type"); NULL if absent. */
 MOEQ_API const char *moeq_config_model_string(const moeq_config *cfg, const char *key);
 
+/* Expert sparsity (compressed-tensors 0.20's moe_sparsity_config, a field of
+ * the quantization config; also read from the top level of config.json):
+ * {"method": "prune" | "novice", "num_experts": [null, 129, 253, ...]}, one
+ * entry per decoder layer, null for a dense layer. */
+typedef enum moeq_moe_sparsity_method {
+    MOEQ_MOE_SPARSITY_NONE = 0,  /* no moe_sparsity_config, or null */
+    MOEQ_MOE_SPARSITY_PRUNE = 1, /* REAP: experts removed; the retained ones left-shifted
+                                    (ids 0..n-1), the router's rows alike */
+    MOEQ_MOE_SPARSITY_NOVICE = 2 /* MoNe: experts collapsed into constant novices; refused,
+                                    the on-disk layout of the novices is not fixed */
+} moeq_moe_sparsity_method;
+
+/* The method (moeq_moe_sparsity_method); *n_layers (optional) gets the
+ * number of per-layer entries (0 for NONE). */
+MOEQ_API int32_t moeq_config_moe_sparsity(const moeq_config *cfg, uint32_t *n_layers);
+/* Entry `layer` of num_experts: the experts that decoder layer retains, 0 for
+ * a dense layer (null), -1 without moe_sparsity_config or past its end. */
+MOEQ_API int32_t moeq_config_moe_sparsity_layer(const moeq_config *cfg, uint32_t layer);
+/* The experts the MoE layer `prefix` holds under moe_sparsity_config, its
+ * decoder layer taken from "layers.N." in the name
+ * ("model.layers.3.mlp.experts", "backbone.layers.1.mixer.experts").
+ * *out = 0 when the config has no moe_sparsity_config: the model's own
+ * count stands.  @return OK, NO_MATCH (no "layers.N." in the name, N past the
+ * list, or a layer the list marks dense), UNSUPPORTED (method novice: the
+ * message names the layer and what is missing), INVALID_ARG (NULL). */
+MOEQ_API moeq_status moeq_config_retained_experts(const moeq_config *cfg, const char *prefix,
+                                                  int32_t *out, moeq_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Resolving layer names                                                     */
 /* ------------------------------------------------------------------------ */
@@ -1047,7 +1075,8 @@ typedef enum moeq_activation {
     MOEQ_ACT_GELU_TANH = 2, /* gelu(gate) * up (tanh approximation) */
     MOEQ_ACT_SWIGLUOAI = 3, /* GPT-OSS: g = min(gate, L), u = clamp(up, -L, L),
                                g * sigmoid(alpha * g) * (u + 1) */
-    MOEQ_ACT_RELU2 = 4      /* relu(x)^2 of non-gated experts (Nemotron-H): down(relu2(up x)) */
+    MOEQ_ACT_RELU2 = 4      /* relu(x)^2 of non-gated experts (Nemotron-H): down(relu2(up x));
+                               a layer takes it with moeq_moe_config.non_gated = 1 */
 } moeq_activation;
 
 /* Everything a layer needs to know when it is created.  Zero-initialise and
@@ -1078,6 +1107,12 @@ typedef struct moeq_moe_config {
     float routed_scaling_factor;          /* multiplies the combined output; 0 means 1 */
     int32_t apply_router_weight_on_input; /* scale x by the weight before the experts
                                              (needs top_k == 1) instead of after */
+    /* 1: non-gated experts, down(act(up x)) (Nemotron-H: relu2); the
+     * manifest then has no gate: w13_* hold up alone ([E, I, ...], per-shard
+     * values [E, 1]) and gate tensors are refused.  Activation silu, gelu,
+     * gelu_tanh or relu2; swiglu_limit must be 0.  0 (the zeroed default):
+     * gated, down(act(gate x) * up x). */
+    int32_t non_gated;
 } moeq_moe_config;
 
 /* Starts a layer config from a resolution and the selection made for it:

@@ -231,6 +231,7 @@ class moeq_moe_config(ctypes.Structure):
         ("has_bias", ctypes.c_int32),
         ("routed_scaling_factor", ctypes.c_float),
         ("apply_router_weight_on_input", ctypes.c_int32),
+        ("non_gated", ctypes.c_int32),
     ]
 
 

@@ -105,7 +105,7 @@ int main(void) {
     F(moeq_moe_config, swiglu_alpha); F(moeq_moe_config, swiglu_limit);
     F(moeq_moe_config, params_dtype); F(moeq_moe_config, has_bias);
     F(moeq_moe_config, routed_scaling_factor);
-    F(moeq_moe_config, apply_router_weight_on_input);
+    F(moeq_moe_config, apply_router_weight_on_input); F(moeq_moe_config, non_gated);
     end();
     S(moeq_param);
     F(moeq_param, name); F(moeq_param, dtype); F(moeq_param, ndim); F(moeq_param, shape);

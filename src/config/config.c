@@ -17,6 +17,7 @@
 #include "config/config.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -401,12 +402,13 @@ static const key_set k_scheme_key_set = {
 static const char *const k_top_keys[] = {
     "config_groups", "format",          "quant_method",     "quantization_status",
     "global_compression_ratio", "ignore", "kv_cache_scheme", "sparsity_config",
-    "transform_config", "version",     "run_compressed"};
+    "transform_config", "version",     "run_compressed", "moe_sparsity_config"};
 static const key_set k_top_key_set = {
     "the quantization config", "compressed-tensors ignores unknown top-level keys",
     k_top_keys, MOEQ__ARRAY_LEN(k_top_keys),
     "config_groups, format, quant_method, quantization_status, global_compression_ratio, "
-    "ignore, kv_cache_scheme, sparsity_config, transform_config, version, run_compressed"};
+    "ignore, kv_cache_scheme, sparsity_config, transform_config, version, run_compressed, "
+    "moe_sparsity_config"};
 
 /* Keys that inference engines add to the block (never in a checkpoint as
  * written by CT): always a warning, even with strict_keys. */
@@ -1391,6 +1393,97 @@ static moeq_status parse_sparsity(parse_ctx *ctx, const char *block_path, const 
     return keep_raw(ctx, v, &ctx->cfg->raw_sparsity);
 }
 
+/* compressed-tensors 0.20's ExpertSparsityConfig: {"method": "prune" |
+ * "novice", "num_experts": [null | int, ...]}, one entry per decoder layer
+ * (null: a dense layer).  A count must be a positive integer (not a float,
+ * not a bool); with num_hidden_layers in the model config the list must
+ * have that many entries. */
+static moeq_status parse_moe_sparsity(parse_ctx *ctx, const char *path, const cJSON *v) {
+    if (!v || cJSON_IsNull(v)) return MOEQ_STATUS_OK;
+    moeq_config *cfg = ctx->cfg;
+    if (!cJSON_IsObject(v)) return type_error(ctx, path, "an object or null", v);
+    char p[PATH_SIZE];
+    for (const cJSON *c = v->child; c; c = c->next) {
+        if (c->string && strcmp(c->string, "method") != 0 &&
+            strcmp(c->string, "num_experts") != 0) {
+            path_key(p, path, c->string);
+            return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
+                               "%s: unknown key in moe_sparsity_config (ExpertSparsityConfig "
+                               "takes method and num_experts)",
+                               p);
+        }
+    }
+    const cJSON *m = get_item(v, "method");
+    path_key(p, path, "method");
+    if (!m) {
+        return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
+                           "%s: missing; moe_sparsity_config needs \"prune\" or \"novice\"", p);
+    }
+    if (!cJSON_IsString(m)) return type_error(ctx, p, "\"prune\" or \"novice\"", m);
+    if (strcmp(m->valuestring, "prune") == 0) {
+        cfg->moe_sparsity_method = MOEQ_MOE_SPARSITY_PRUNE;
+    } else if (strcmp(m->valuestring, "novice") == 0) {
+        cfg->moe_sparsity_method = MOEQ_MOE_SPARSITY_NOVICE;
+    } else {
+        return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
+                           "%s: '%s' is not a MoESparsityMethod (expected \"prune\" or "
+                           "\"novice\")",
+                           p, m->valuestring);
+    }
+    const cJSON *n = get_item(v, "num_experts");
+    path_key(p, path, "num_experts");
+    if (!n) {
+        return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
+                           "%s: missing; moe_sparsity_config needs one entry per decoder layer "
+                           "(null for a dense layer)",
+                           p);
+    }
+    if (!cJSON_IsArray(n)) return type_error(ctx, p, "a list (one entry per decoder layer)", n);
+    uint32_t count = (uint32_t)cJSON_GetArraySize(n);
+    if (count == 0) {
+        return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
+                           "%s: empty; it needs one entry per decoder layer", p);
+    }
+    cfg->moe_sparsity = moeq__calloc(count, sizeof *cfg->moe_sparsity);
+    cfg->moe_sparsity_path = moeq__strdup(path);
+    if (!cfg->moe_sparsity || !cfg->moe_sparsity_path) return nomem(ctx);
+    cfg->n_moe_sparsity = count;
+    uint32_t i = 0;
+    for (const cJSON *e = n->child; e; e = e->next, i++) {
+        char pi[PATH_SIZE];
+        path_index(pi, p, i);
+        if (cJSON_IsNull(e)) continue; /* a dense layer: 0 */
+        /* StrictInt: an integer (true is not one), and a layer keeps an expert */
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble)) {
+            return type_error(ctx, pi, "an integer expert count or null (a dense layer)", e);
+        }
+        if (e->valuedouble < 1 || e->valuedouble > MOEQ__MAX_EXPERTS) {
+            return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
+                               "%s: %g experts; a MoE layer retains 1..%u (null marks a dense "
+                               "layer)",
+                               pi, e->valuedouble, MOEQ__MAX_EXPERTS);
+        }
+        cfg->moe_sparsity[i] = (int32_t)e->valuedouble;
+    }
+    return MOEQ_STATUS_OK;
+}
+
+/* With num_hidden_layers known (config.json), the list has one entry per
+ * decoder layer. */
+static moeq_status check_moe_sparsity_layers(parse_ctx *ctx) {
+    moeq_config *cfg = ctx->cfg;
+    double layers;
+    if (!cfg->moe_sparsity ||
+        moeq_config_model_number(cfg, "num_hidden_layers", &layers) != MOEQ_STATUS_OK ||
+        layers == (double)cfg->n_moe_sparsity) {
+        return MOEQ_STATUS_OK;
+    }
+    return moeq__error(ctx->err, MOEQ_STATUS_SCHEMA,
+                       "%s.num_experts: %u entries, but num_hidden_layers is %g; it needs one "
+                       "per decoder layer (null for a dense layer)",
+                       cfg->moe_sparsity_path, cfg->n_moe_sparsity, layers);
+}
+
 /* One transform "apply" entry: offline (weight_*) locations are folded into
  * the stored weights; online ones need run-time rotations moeq does not do. */
 static moeq_status check_transform_location(parse_ctx *ctx, const char *apath, const cJSON *a) {
@@ -1579,8 +1672,22 @@ static moeq_status build_config(parse_ctx *ctx, const cJSON *root) {
     if (st == MOEQ_STATUS_OK) st = parse_transform(ctx, bp, get_item(block, "transform_config"));
     if (st == MOEQ_STATUS_OK) st = parse_kv_cache(ctx, bp, get_item(block, "kv_cache_scheme"));
     if (st == MOEQ_STATUS_OK) st = parse_groups(ctx, bp, get_item(block, "config_groups"));
+    /* moe_sparsity_config: a field of CT's QuantizationConfig (inside the
+     * block); taken from the top level of config.json too when the block
+     * lacks it. */
+    if (st == MOEQ_STATUS_OK) {
+        const cJSON *ms = get_item(block, "moe_sparsity_config");
+        char p[PATH_SIZE];
+        path_key(p, bp, "moe_sparsity_config");
+        if ((!ms || cJSON_IsNull(ms)) && block != root) {
+            ms = get_item(root, "moe_sparsity_config");
+            snprintf(p, sizeof p, "moe_sparsity_config");
+        }
+        st = parse_moe_sparsity(ctx, p, ms);
+    }
     /* run_compressed is accepted and dropped, as CT does. */
     if (st == MOEQ_STATUS_OK && block != root) st = record_model_fields(ctx, root);
+    if (st == MOEQ_STATUS_OK) st = check_moe_sparsity_layers(ctx);
     return st;
 }
 
@@ -1692,6 +1799,8 @@ void moeq_config_destroy(moeq_config *cfg) {
     moeq__free(cfg->raw_sparsity);
     moeq__free(cfg->raw_transform);
     moeq__free(cfg->raw_kv_cache);
+    moeq__free(cfg->moe_sparsity);
+    moeq__free(cfg->moe_sparsity_path);
     moeq__free(cfg);
 }
 

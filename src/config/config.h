@@ -61,6 +61,14 @@ struct moeq_config {
     uint32_t n_strings;
     char **strings;            /* owned strings the args point to (observer names), each once */
 
+    /* moe_sparsity_config: the method (moeq_moe_sparsity_method, NONE when
+     * absent or null) and, per decoder layer, the experts it retains (0 for
+     * a dense layer, written null). */
+    int32_t moe_sparsity_method;
+    uint32_t n_moe_sparsity;
+    int32_t *moe_sparsity;
+    char *moe_sparsity_path; /* JSON path of the object, for messages */
+
     uint32_t regex_match_limit;
     moeq__matcher *matcher; /* compiled targets and ignore entries */
 };

@@ -102,6 +102,80 @@ const char *moeq_config_model_string(const moeq_config *cfg, const char *key) {
     return (f && f->is_string) ? f->string : NULL;
 }
 
+int32_t moeq_config_moe_sparsity(const moeq_config *cfg, uint32_t *n_layers) {
+    if (n_layers) *n_layers = cfg ? cfg->n_moe_sparsity : 0;
+    return cfg ? cfg->moe_sparsity_method : MOEQ_MOE_SPARSITY_NONE;
+}
+
+int32_t moeq_config_moe_sparsity_layer(const moeq_config *cfg, uint32_t layer) {
+    if (!cfg || !cfg->moe_sparsity || layer >= cfg->n_moe_sparsity) return -1;
+    return cfg->moe_sparsity[layer];
+}
+
+/* N of the first "layers.N." (or "layers.N" at the end) of a module name. */
+static bool layer_index(const char *name, uint64_t *out) {
+    for (const char *p = name; (p = strstr(p, "layers.")) != NULL; p++) {
+        if (p != name && p[-1] != '.') continue;
+        const char *d = p + 7;
+        uint64_t n = 0;
+        const char *q = d;
+        while (*q >= '0' && *q <= '9' && q - d < 9) n = n * 10u + (uint64_t)(*q++ - '0');
+        if (q == d || (*q != '.' && *q != '\0')) continue;
+        *out = n;
+        return true;
+    }
+    return false;
+}
+
+moeq_status moeq_config_retained_experts(const moeq_config *cfg, const char *prefix,
+                                         int32_t *out, moeq_error *err) {
+    if (!cfg || !prefix || !out) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "moeq_config_retained_experts: %s is NULL",
+                           !cfg ? "cfg" : !prefix ? "prefix" : "out");
+    }
+    *out = 0;
+    if (cfg->moe_sparsity_method == MOEQ_MOE_SPARSITY_NONE) return MOEQ_STATUS_OK;
+    uint64_t n;
+    if (!layer_index(prefix, &n)) {
+        return moeq__error(err, MOEQ_STATUS_NO_MATCH,
+                           "%s: no decoder layer index (\"layers.N.\") in the name, so "
+                           "%s.num_experts cannot say how many experts it holds",
+                           prefix, cfg->moe_sparsity_path);
+    }
+    if (n >= cfg->n_moe_sparsity) {
+        return moeq__error(err, MOEQ_STATUS_NO_MATCH,
+                           "%s: decoder layer %llu, but %s.num_experts has %u entries "
+                           "(layers 0..%u)",
+                           prefix, (unsigned long long)n, cfg->moe_sparsity_path,
+                           cfg->n_moe_sparsity, cfg->n_moe_sparsity - 1);
+    }
+    int32_t k = cfg->moe_sparsity[n];
+    if (k == 0) {
+        return moeq__error(err, MOEQ_STATUS_NO_MATCH,
+                           "%s: %s.num_experts[%llu] is null: decoder layer %llu is dense, it "
+                           "has no experts",
+                           prefix, cfg->moe_sparsity_path, (unsigned long long)n,
+                           (unsigned long long)n);
+    }
+    if (cfg->moe_sparsity_method == MOEQ_MOE_SPARSITY_NOVICE) {
+        /* compressed-tensors 0.20.1 (config/expert_sparsity.py) says only that
+         * the novices "remain as a single tensor"; llm-compressor's MoNE
+         * modifier writes a different layout (one approx_value per novice at
+         * its own expert id, listed in approximate_experts). */
+        return moeq__error(err, MOEQ_STATUS_UNSUPPORTED,
+                           "%s: decoder layer %llu retains %d experts with method \"novice\" "
+                           "(MoNe), whose novice experts return a constant vector; "
+                           "compressed-tensors 0.20.1 fixes no on-disk layout for them (it says "
+                           "they \"remain as a single tensor\" but names neither that tensor, "
+                           "its shape, nor the router ids that reach it), so moeq runs only "
+                           "method \"prune\"",
+                           prefix, (unsigned long long)n, (int)k);
+    }
+    *out = k;
+    return MOEQ_STATUS_OK;
+}
+
 /* "int4 group(64) sym static", "float8 block(128x128) sym static",
  * "float4 tensor_group(16) sym local", "int4 group(128) asym static actorder=group". */
 size_t moeq_quant_args_summary(const moeq_quant_args *a, char *buf, size_t n) {

@@ -71,17 +71,32 @@ static moeq_status check_config(const moeq_moe_config *c, moeq_error *err) {
                            "hidden_size (%d) and intermediate_size (%d) must be >= 1",
                            (int)c->hidden_size, (int)c->intermediate_size);
     }
-    if (c->activation == MOEQ_ACT_RELU2) {
+    if (c->non_gated != 0 && c->non_gated != 1) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "non_gated is %d; must be 0 or 1",
+                           (int)c->non_gated);
+    }
+    if (c->activation < MOEQ_ACT_SILU || c->activation > MOEQ_ACT_RELU2) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "activation %d is not silu (0), gelu (1), gelu_tanh (2), "
+                           "swigluoai (3) or relu2 (4)",
+                           (int)c->activation);
+    }
+    if (c->activation == MOEQ_ACT_RELU2 && !c->non_gated) {
         return moeq__error(err, MOEQ_STATUS_UNSUPPORTED,
                            "activation relu2 (4) belongs to non-gated experts "
-                           "(down(relu2(up x))); this layer runs gated experts: silu (0), "
+                           "(down(relu2(up x))): set non_gated = 1; gated experts take silu (0), "
                            "gelu (1), gelu_tanh (2) or swigluoai (3)");
     }
-    if (c->activation < MOEQ_ACT_SILU || c->activation > MOEQ_ACT_SWIGLUOAI) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
-                           "activation %d is not silu (0), gelu (1), gelu_tanh (2) or "
-                           "swigluoai (3)",
-                           (int)c->activation);
+    if (c->non_gated && c->activation == MOEQ_ACT_SWIGLUOAI) {
+        return moeq__error(err, MOEQ_STATUS_UNSUPPORTED,
+                           "activation swigluoai (3) multiplies gate and up; non-gated experts "
+                           "take silu (0), gelu (1), gelu_tanh (2) or relu2 (4)");
+    }
+    if (c->non_gated && c->swiglu_limit != 0) {
+        return moeq__error(err, MOEQ_STATUS_UNSUPPORTED,
+                           "swiglu_limit %g clamps gate and up of gated experts; non-gated "
+                           "experts take 0",
+                           (double)c->swiglu_limit);
     }
     if (!isfinite(c->swiglu_alpha) || c->swiglu_alpha < 0 || !isfinite(c->swiglu_limit) ||
         c->swiglu_limit < 0) {
@@ -257,7 +272,7 @@ moeq_status moeq_moe_create(const moeq_moe_config *cfg, moeq_moe **out, moeq_err
             {"w13_bias",
              l->cfg.params_dtype,
              2,
-             {d.E, 2 * d.I},
+             {d.E, d.S * d.I},
              "bias",
              MOEQ_LAYOUT_SHARDED,
              -1,
@@ -341,14 +356,14 @@ static void shape_text(const int64_t *shape, int32_t ndim, char *buf, size_t n) 
 /* The checkpoint shape one shard of `p` has: the expert slice, halved along
  * the shard dimension for gate/up of a sharded parameter, reversed when the
  * parameter is transposed.  A per-shard or scalar slot is [] (or [1]). */
-static int32_t expected_ckpt_shape(const moeq__param *p, int64_t *shape) {
+static int32_t expected_ckpt_shape(const moeq_moe *l, const moeq__param *p, int64_t *shape) {
     int32_t k = p->pub.ndim - 1;
     int64_t s[3] = {0, 0, 0};
     for (int32_t i = 0; i < k && i < 3; i++) s[i] = p->pub.shape[i + 1];
     if (p->pub.layout == MOEQ_LAYOUT_PER_SHARD) return 0;
     if (p->pub.layout == MOEQ_LAYOUT_SHARDED && p->w13 && k >= 1) {
         int32_t dim = p->pub.is_transposed && k == 2 ? 1 : 0;
-        s[dim] /= 2;
+        s[dim] /= moeq__moe_dims(l).S;
     }
     if (p->pub.is_transposed && k == 2) {
         int64_t t = s[0];
@@ -426,15 +441,18 @@ static moeq_status load_generic(moeq_moe *l, moeq__param *p, int32_t e, int32_t 
     size_t slice = slice_elems(p);
     size_t base = (size_t)e * slice;
     int32_t k = p->pub.ndim - 1;
+    /* gate and up are w13's slots 0 and 1 of S; a non-gated up is slot 0 of 1 */
+    size_t S = (size_t)moeq__moe_dims(l).S, slot = (size_t)moeq__moe_slot(l, shard);
     switch (p->pub.layout) {
         case MOEQ_LAYOUT_PER_SHARD: {
-            size_t i = p->w13 ? (size_t)e * 2u + (size_t)shard : (size_t)e;
+            size_t i = p->w13 ? (size_t)e * S + slot : (size_t)e;
             copy_elem(p, i, t, 0);
             return MOEQ_STATUS_OK;
         }
         case MOEQ_LAYOUT_SHARED: {
             int32_t other = shard == MOEQ__GATE ? MOEQ__UP : MOEQ__GATE;
-            if (p->w13 && p->loaded[e * 2 + other]) {
+            if (p->w13 && moeq__moe_has_proj(l, other) &&
+                p->loaded[e * 2 + moeq__moe_slot(l, other)]) {
                 /* gate and up share one slot: they must agree. */
                 size_t pes = moeq_dtype_size(p->pub.dtype);
                 for (size_t i = 0; i < slice; i++) {
@@ -478,17 +496,17 @@ static moeq_status load_generic(moeq_moe *l, moeq__param *p, int32_t e, int32_t 
     /* Sharded (or transposed shared): a 1-D or 2-D slice. */
     if (k == 1) {
         size_t n = (size_t)p->pub.shape[1];
-        size_t off = p->w13 && p->pub.layout == MOEQ_LAYOUT_SHARDED ? (size_t)shard * (n / 2) : 0;
-        size_t len = p->w13 && p->pub.layout == MOEQ_LAYOUT_SHARDED ? n / 2 : n;
+        size_t off = p->w13 && p->pub.layout == MOEQ_LAYOUT_SHARDED ? slot * (n / S) : 0;
+        size_t len = p->w13 && p->pub.layout == MOEQ_LAYOUT_SHARDED ? n / S : n;
         for (size_t i = 0; i < len; i++) copy_elem(p, base + off + i, t, i);
         return MOEQ_STATUS_OK;
     }
     size_t rows = (size_t)p->pub.shape[1], cols = (size_t)p->pub.shape[2];
     bool half = p->w13 && p->pub.layout == MOEQ_LAYOUT_SHARDED;
     if (!p->pub.is_transposed) {
-        /* Checkpoint [rows/2, cols] into rows [shard*rows/2, ...). */
-        size_t r0 = half ? (size_t)shard * (rows / 2) : 0;
-        size_t nr = half ? rows / 2 : rows;
+        /* Checkpoint [rows/S, cols] into rows [slot*rows/S, ...). */
+        size_t r0 = half ? slot * (rows / S) : 0;
+        size_t nr = half ? rows / S : rows;
         if (p->pub.dtype == t->dtype) {
             size_t es = moeq_dtype_size(t->dtype);
             memcpy((uint8_t *)p->pub.data + (base + r0 * cols) * es, t->data, nr * cols * es);
@@ -498,9 +516,9 @@ static moeq_status load_generic(moeq_moe *l, moeq__param *p, int32_t e, int32_t 
         return MOEQ_STATUS_OK;
     }
     /* Transposed: checkpoint [n, rows] -> slice [rows, cols], columns
-     * [shard*n, ...) for gate/up. */
-    size_t c0 = half ? (size_t)shard * (cols / 2) : 0;
-    size_t nc = half ? cols / 2 : cols;
+     * [slot*n, ...) for gate/up. */
+    size_t c0 = half ? slot * (cols / S) : 0;
+    size_t nc = half ? cols / S : cols;
     for (size_t i = 0; i < nc; i++) {
         for (size_t j = 0; j < rows; j++) copy_elem(p, base + j * cols + c0 + i, t, i * rows + j);
     }
@@ -530,6 +548,12 @@ static moeq_status parse_name(const moeq_moe *l, const char *name, int32_t *glob
     *shard = -1;
     for (int p = 0; p < 3; p++) {
         if (strlen(l->proj[p]) == proj_len && memcmp(l->proj[p], proj, proj_len) == 0) *shard = p;
+    }
+    if (*shard == MOEQ__GATE && !moeq__moe_has_proj(l, MOEQ__GATE)) {
+        return moeq__error(err, MOEQ_STATUS_NO_MATCH,
+                           "tensor \"%s\": the experts of this layer are non-gated "
+                           "(down(act(up x))), so they have no %s; only %s and %s load",
+                           name, l->proj[0], l->proj[1], l->proj[2]);
     }
     if (*shard < 0) {
         return moeq__error(err, MOEQ_STATUS_NO_MATCH,
@@ -688,7 +712,7 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
 
     if (!p->load) {
         int64_t want[3];
-        int32_t k = expected_ckpt_shape(p, want);
+        int32_t k = expected_ckpt_shape(l, p, want);
         if (!shape_matches(t, want, k)) {
             char got_s[96], want_s[96];
             shape_text(t->shape, t->ndim, got_s, sizeof got_s);
@@ -703,7 +727,7 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
                                (int)l->cfg.hidden_size, (int)l->cfg.intermediate_size);
         }
     }
-    int32_t slot = shard == MOEQ__UP ? 1 : 0;
+    int32_t slot = moeq__moe_slot(l, shard);
     if (p->loaded[e * 2 + slot]) {
         return moeq__error(err, MOEQ_STATUS_CHECKPOINT, "tensor \"%s\" was already loaded", name);
     }
@@ -725,11 +749,12 @@ static uint32_t collect_missing(const moeq_moe *l, moeq__sb *sb, uint32_t max_li
     uint32_t count = 0;
     for (int32_t e = 0; e < l->cfg.num_local_experts; e++) {
         for (int32_t shard = 0; shard < 3; shard++) {
+            if (!moeq__moe_has_proj(l, shard)) continue;
             for (uint32_t i = 0; i < l->n_params; i++) {
                 const moeq__param *p = &l->params[i];
                 if (!p->pub.required || p->pub.layout == MOEQ_LAYOUT_DERIVED) continue;
                 if (p->w13 != (shard != MOEQ__DOWN)) continue;
-                if (p->loaded[e * 2 + (shard == MOEQ__UP ? 1 : 0)]) continue;
+                if (p->loaded[e * 2 + moeq__moe_slot(l, shard)]) continue;
                 if (count < max_listed) {
                     char mod[256];
                     moeq__moe_module_name(l, e, shard, mod, sizeof mod);

@@ -80,8 +80,10 @@ moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dty
 /* Shared by both forwards (moe_act.c). */
 void moeq__act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,
                           float tensor_scale, float act_scale, void *codes, float *scales);
-void moeq__gated_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,
-                     size_t n);
+/* a = act(gate) * up; for non-gated experts (c->non_gated) a = act(up), gate
+ * unread (may be NULL).  a may alias gate or up. */
+void moeq__expert_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,
+                      size_t n);
 /* Bytes of activation codes (and FP4 scale bytes) of rows x cols. */
 size_t moeq__act_codes_bound(size_t rows, size_t cols);
 

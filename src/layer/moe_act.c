@@ -71,10 +71,26 @@ static float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 }
 
-/* a[j] = act(gate[j], up[j]). */
-void moeq__gated_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,
-                     size_t n) {
+static float relu2(float x) {
+    return x > 0 ? x * x : 0.0f;
+}
+
+/* a[j] = act(gate[j]) * up[j], or act(up[j]) for non-gated experts. */
+void moeq__expert_act(const moeq_moe_config *c, const float *gate, const float *up, float *a,
+                      size_t n) {
     float lim = c->swiglu_limit;
+    if (c->non_gated) {
+        for (size_t j = 0; j < n; j++) {
+            float u = up[j];
+            switch (c->activation) {
+                case MOEQ_ACT_SILU: a[j] = silu(u); break;
+                case MOEQ_ACT_GELU: a[j] = gelu(u); break;
+                case MOEQ_ACT_GELU_TANH: a[j] = gelu_tanh(u); break;
+                default: a[j] = relu2(u); /* RELU2; create refused the others */
+            }
+        }
+        return;
+    }
     for (size_t j = 0; j < n; j++) {
         float g = gate[j], u = up[j];
         switch (c->activation) {

@@ -260,6 +260,7 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
         for (size_t h = 0; h < H; h++) X[r * H + h] = src[h] * s;
     }
     float ts1 = tensor_scale_from(l->act_kind, rows_amax(X, rows, H, order, k, bad));
+    const bool gated = !c->non_gated; /* non-gated: no gate projection, a = act(up) */
     for (size_t e = 0; e < E; e++) {
         size_t r0 = (size_t)starts[e], n = (size_t)starts[e + 1] - r0;
         if (!n) continue;
@@ -267,17 +268,17 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
         float *Xe = X + r0 * H;
         moeq__act_quant_rows(l->act_kind, l->act_group, Xe, n, H, ts1, pg->act_scale, codes,
                              scales);
-        matmul_ref(&pg->w, Xe, n, gate + r0 * I, rows_buf);
+        if (gated) matmul_ref(&pg->w, Xe, n, gate + r0 * I, rows_buf);
         matmul_ref(&pu->w, Xe, n, up + r0 * I, rows_buf);
         for (size_t i = 0; i < n; i++) {
             float *gi = gate + (r0 + i) * I, *ui = up + (r0 + i) * I;
-            if (pg->bias) {
+            if (gated && pg->bias) {
                 for (size_t j = 0; j < I; j++) gi[j] += pg->bias[j];
             }
             if (pu->bias) {
                 for (size_t j = 0; j < I; j++) ui[j] += pu->bias[j];
             }
-            moeq__gated_act(c, gi, ui, gi, I); /* a overwrites gate */
+            moeq__expert_act(c, gi, ui, gi, I); /* a overwrites gate */
             if (!all_finite(gi, I)) bad[(size_t)order[r0 + i] / k] = 1;
         }
     }
@@ -330,6 +331,15 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
 
 static double gated_act_f64(const moeq_moe_config *c, double g, double u) {
     double lim = (double)c->swiglu_limit;
+    if (c->non_gated) { /* act(up); g is unused */
+        switch (c->activation) {
+            case MOEQ_ACT_SILU: return u / (1.0 + exp(-u));
+            case MOEQ_ACT_GELU: return 0.5 * u * (1.0 + erf(u * 0.70710678118654752));
+            case MOEQ_ACT_GELU_TANH:
+                return 0.5 * u * (1.0 + tanh(0.79788456080286536 * (u + 0.044715 * u * u * u)));
+            default: return u > 0 ? u * u : 0.0; /* RELU2 */
+        }
+    }
     switch (c->activation) {
         case MOEQ_ACT_SILU:
             if (lim > 0) {
@@ -400,23 +410,24 @@ moeq_status moeq_moe_apply_reference(const moeq_moe *l, int32_t x_dtype, const v
         if (l->act_kind == MOEQ__ACT_FP8_TENSOR)
             ts1 = fmaxf(amax, MOEQ__ACT_FP8_EPS) / MOEQ__E4M3_MAX;
     }
+    const bool gated = !c->non_gated;
     for (int32_t e = 0; e < c->num_local_experts; e++) {
         const moeq__proj *pg = &l->projs[e * 3], *pu = &l->projs[e * 3 + 1];
         bool dequantized = false;
         for (size_t p = 0; p < pairs; p++) {
             if (topk_ids[p] < 0 || l->expert_map[topk_ids[p]] != e) continue;
             if (!dequantized) {
-                moeq__dequant_ref(&pg->w, 0, I, W[0]);
+                if (gated) moeq__dequant_ref(&pg->w, 0, I, W[0]);
                 moeq__dequant_ref(&pu->w, 0, I, W[1]);
                 dequantized = true;
             }
             float *xp = X + p * H;
             moeq__act_quant_rows(l->act_kind, l->act_group, xp, 1, H, ts1, pg->act_scale, codes,
                                  scales);
-            matvec_f64(W[0], I, H, xp, row);
+            if (gated) matvec_f64(W[0], I, H, xp, row);
             matvec_f64(W[1], I, H, xp, row + maxK);
             for (size_t j = 0; j < I; j++) {
-                double g = row[j] + (pg->bias ? (double)pg->bias[j] : 0.0);
+                double g = gated ? row[j] + (pg->bias ? (double)pg->bias[j] : 0.0) : 0.0;
                 double u = row[maxK + j] + (pu->bias ? (double)pu->bias[j] : 0.0);
                 A[p * I + j] = (float)gated_act_f64(c, g, u);
             }

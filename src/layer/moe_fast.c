@@ -729,11 +729,17 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
     const moeq__proj *pg = &l->projs[it->e * 3 + MOEQ__GATE], *pu = &l->projs[it->e * 3 + MOEQ__UP];
     const float *rows_g[MOEQ__GEMV_MAX], *rows_u[MOEQ__GEMV_MAX];
     const float *const *xg = t->xr, *const *xu = t->xr;
+    /* Non-gated experts run up alone, a = act(up): the same blocks, no gate. */
+    const bool gated = !l->cfg.non_gated;
     if (!f->int8 && !f->fp4) { /* what the gemv kernels read per row */
-        xg = xu = gemv_rows(f, t, pg, M, t->xr, f->bx, 0, rows_g);
-        if (pu->pk.code != pg->pk.code || pu->pk.gsize != pg->pk.gsize ||
-            pu->w.kind != pg->w.kind) {
+        if (!gated) {
             xu = gemv_rows(f, t, pu, M, t->xr, f->bx, 1, rows_u);
+        } else {
+            xg = xu = gemv_rows(f, t, pg, M, t->xr, f->bx, 0, rows_g);
+            if (pu->pk.code != pg->pk.code || pu->pk.gsize != pg->pk.gsize ||
+                pu->w.kind != pg->w.kind) {
+                xu = gemv_rows(f, t, pu, M, t->xr, f->bx, 1, rows_u);
+            }
         }
     }
     /* An expert with few rows has its whole projection in this item: gate's
@@ -742,7 +748,7 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
      * alternating with the block-by-block order: w8a8_int8 0.91x the time
      * (0.83x with 1 thread), wna16 0.93x, w8a8_fp8 0.93x, w4a16_mxfp4 and
      * w4a4_nvfp4 0.99-1.02x; T=32 0.97-1.00x.) */
-    const bool gate_first = M <= MOEQ__GEMV_MAX;
+    const bool gate_first = gated && M <= MOEQ__GEMV_MAX;
     for (int32_t b = it->b0; gate_first && b < it->b0 + it->nb; b++) {
         block_out(f, t, pg, (size_t)b, M, xg, t->Cg);
         size_t j0 = (size_t)b * 16, nj = f->I - j0 < 16 ? f->I - j0 : 16;
@@ -755,7 +761,7 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
             /* up's block comes next; the following blocks soon after, here or
              * on another core (L3 is shared) */
             prefetch_cols(&pu->pk, (size_t)b, 0, 2 * KB);
-            prefetch_cols(&pg->pk, (size_t)b + 1, 0, 2 * KB);
+            if (gated) prefetch_cols(&pg->pk, (size_t)b + 1, 0, 2 * KB);
             prefetch_cols(&pu->pk, (size_t)b + 1, 0, 2 * KB);
         }
         size_t j0 = (size_t)b * 16, nj = f->I - j0 < 16 ? f->I - j0 : 16;
@@ -763,23 +769,23 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
             for (size_t m = 0; m < M; m++) {
                 memcpy(t->Cg + m * 16, f->A + (r0 + m) * f->I + j0, nj * sizeof(float));
             }
-        } else {
+        } else if (gated) {
             block_out(f, t, pg, (size_t)b, M, xg, t->Cg);
         }
         block_out(f, t, pu, (size_t)b, M, xu, t->Cu);
         for (size_t m = 0; m < M; m++) {
             float *g = t->Cg + m * 16, *u = t->Cu + m * 16;
-            if (pg->bias) {
+            if (gated && pg->bias) {
                 for (size_t j = 0; j < nj; j++) g[j] += pg->bias[j0 + j];
             }
             if (pu->bias) {
                 for (size_t j = 0; j < nj; j++) u[j] += pu->bias[j0 + j];
             }
             float *a = f->A + (r0 + m) * f->I + j0;
-            if (l->cfg.activation == MOEQ_ACT_SILU) {
+            if (gated && l->cfg.activation == MOEQ_ACT_SILU) {
                 f->K->silu_mul(g, u, a, nj, l->cfg.swiglu_limit);
             } else {
-                moeq__gated_act(&l->cfg, g, u, a, nj);
+                moeq__expert_act(&l->cfg, g, u, a, nj);
             }
         }
     }

@@ -31,7 +31,9 @@ moeq_status moeq__moe_ct_views(moeq_moe *l, int32_t e, int32_t shard, moeq__ct_v
                                moeq_error *err) {
     memset(out, 0, sizeof *out);
     bool w13 = shard != MOEQ__DOWN;
-    int32_t slot = shard == MOEQ__UP ? 1 : 0;
+    int32_t slot = moeq__moe_slot(l, shard);
+    size_t S = (size_t)moeq__moe_dims(l).S; /* w13 holds S shards of I rows */
+    if (!moeq__moe_has_proj(l, shard)) return MOEQ_STATUS_OK;
     for (uint32_t i = 0; i < l->n_params; i++) {
         moeq__param *p = &l->params[i];
         if (p->w13 != w13 || p->pub.layout == MOEQ_LAYOUT_DERIVED || !p->loaded[e * 2 + slot]) {
@@ -50,7 +52,7 @@ moeq_status moeq__moe_ct_views(moeq_moe *l, int32_t e, int32_t shard, moeq__ct_v
         bool half = w13 && p->pub.layout == MOEQ_LAYOUT_SHARDED;
         if (p->pub.layout == MOEQ_LAYOUT_PER_SHARD) {
             t->data = (const uint8_t *)p->pub.data +
-                      (w13 ? (size_t)e * 2u + (size_t)slot : (size_t)e) * es;
+                      (w13 ? (size_t)e * S + (size_t)slot : (size_t)e) * es;
             t->ndim = 1;
             t->shape[0] = 1;
         } else if (k == 0) {
@@ -59,12 +61,12 @@ moeq_status moeq__moe_ct_views(moeq_moe *l, int32_t e, int32_t shard, moeq__ct_v
             t->shape[0] = 1;
         } else if (k == 1) {
             size_t n = (size_t)p->pub.shape[1];
-            t->data = base + (half ? (size_t)slot * (n / 2) : 0) * es;
+            t->data = base + (half ? (size_t)slot * (n / S) : 0) * es;
             t->ndim = 1;
-            t->shape[0] = (int64_t)(half ? n / 2 : n);
+            t->shape[0] = (int64_t)(half ? n / S : n);
         } else if (!p->pub.is_transposed) {
             size_t rows = (size_t)p->pub.shape[1], cols = (size_t)p->pub.shape[2];
-            size_t nr = half ? rows / 2 : rows;
+            size_t nr = half ? rows / S : rows;
             t->data = base + (half ? (size_t)slot * nr * cols : 0) * es;
             t->ndim = 2;
             t->shape[0] = (int64_t)nr;
@@ -72,7 +74,7 @@ moeq_status moeq__moe_ct_views(moeq_moe *l, int32_t e, int32_t shard, moeq__ct_v
         } else {
             /* Stored transposed: copy back to checkpoint orientation. */
             size_t rows = (size_t)p->pub.shape[1], cols = (size_t)p->pub.shape[2];
-            size_t nc = half ? cols / 2 : cols, c0 = half ? (size_t)slot * nc : 0;
+            size_t nc = half ? cols / S : cols, c0 = half ? (size_t)slot * nc : 0;
             uint8_t *copy = moeq__moe_alloc(l, nc * rows * es);
             if (!copy)
                 return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing %s", p->name);
@@ -139,8 +141,9 @@ static float param_float(const moeq__param *p, size_t i) {
 static moeq_status positive_scale(const moeq_moe *l, const moeq__param *p, size_t i, float v,
                                   moeq_error *err) {
     if (isfinite(v) && v > 0) return MOEQ_STATUS_OK;
+    size_t S = (size_t)moeq__moe_dims(l).S;
     int32_t local =
-        p->pub.layout == MOEQ_LAYOUT_PER_SHARD && p->w13 ? (int32_t)(i / 2) : (int32_t)i;
+        p->pub.layout == MOEQ_LAYOUT_PER_SHARD && p->w13 ? (int32_t)(i / S) : (int32_t)i;
     return moeq__error(
         err, MOEQ_STATUS_CHECKPOINT, "%s: %s of expert %d is %g; it must be positive and finite",
         l->prefix ? l->prefix : "MoE layer", p->name, (int)l->local_to_global[local], (double)v);
@@ -161,17 +164,21 @@ static moeq_status activation_scales(moeq_moe *l, moeq_error *err) {
                            l->scheme->name, n13, n2);
     }
     float max13 = 0, max2 = 0;
+    /* A non-gated layer's one w13 shard (up) stands for both: the gate
+     * projection's act_scale is then the input scale up quantizes x with. */
+    size_t S = (size_t)moeq__moe_dims(l).S, ui = S - 1;
     for (int32_t e = 0; e < E; e++) {
         float g = 0, u = 0, d;
         if (stat) {
             g = u = param_float(p13, (size_t)e);
         } else {
-            g = param_float(p13, (size_t)e * 2);
-            u = param_float(p13, (size_t)e * 2 + 1);
+            g = param_float(p13, (size_t)e * S);
+            u = param_float(p13, (size_t)e * S + ui);
         }
         d = param_float(p2, (size_t)e);
-        moeq_status st = positive_scale(l, p13, stat ? (size_t)e : (size_t)e * 2, g, err);
-        if (st == MOEQ_STATUS_OK && !stat) st = positive_scale(l, p13, (size_t)e * 2 + 1, u, err);
+        moeq_status st = positive_scale(l, p13, stat ? (size_t)e : (size_t)e * S, g, err);
+        if (st == MOEQ_STATUS_OK && !stat && S == 2)
+            st = positive_scale(l, p13, (size_t)e * S + ui, u, err);
         if (st == MOEQ_STATUS_OK) st = positive_scale(l, p2, (size_t)e, d, err);
         if (st != MOEQ_STATUS_OK) return st;
         if (stat) {
@@ -207,6 +214,7 @@ moeq_status moeq__moe_finalize_ct(moeq_moe *l, moeq_error *err) {
     if (st != MOEQ_STATUS_OK) return st;
     for (int32_t e = 0; e < l->cfg.num_local_experts; e++) {
         for (int32_t shard = 0; shard < 3; shard++) {
+            if (!moeq__moe_has_proj(l, shard)) continue;
             moeq__ct_views v;
             st = moeq__moe_ct_views(l, e, shard, &v, err);
             if (st != MOEQ_STATUS_OK) return st;

@@ -11,8 +11,17 @@
 #include <string.h>
 
 moeq__dims moeq__moe_dims(const moeq_moe *l) {
-    moeq__dims d = {l->cfg.num_local_experts, l->cfg.hidden_size, l->cfg.intermediate_size};
+    moeq__dims d = {l->cfg.num_local_experts, l->cfg.hidden_size, l->cfg.intermediate_size,
+                    l->cfg.non_gated ? 1 : 2};
     return d;
+}
+
+bool moeq__moe_has_proj(const moeq_moe *l, int32_t shard) {
+    return shard != MOEQ__GATE || !l->cfg.non_gated;
+}
+
+int32_t moeq__moe_slot(const moeq_moe *l, int32_t shard) {
+    return shard == MOEQ__UP && !l->cfg.non_gated ? 1 : 0;
 }
 
 void moeq__moe_module_name(const moeq_moe *l, int32_t local_e, int32_t shard, char *buf, size_t n) {

@@ -44,7 +44,9 @@ static float global_scale_hint(moeq_moe *l, int32_t e, int32_t shard) {
     moeq__param *p = moeq__moe_param(l, shard == MOEQ__DOWN ? "w2_weight_global_scale"
                                                             : "w13_weight_global_scale");
     if (!p || !p->pub.data || p->pub.dtype != MOEQ_DTYPE_F32) return 0.0f;
-    size_t i = shard == MOEQ__DOWN ? (size_t)e : (size_t)e * 2u + (size_t)shard;
+    size_t i = shard == MOEQ__DOWN
+                   ? (size_t)e
+                   : (size_t)e * (size_t)moeq__moe_dims(l).S + (size_t)moeq__moe_slot(l, shard);
     float g;
     memcpy(&g, (const uint8_t *)p->pub.data + i * sizeof(float), sizeof g);
     return g;
@@ -71,6 +73,7 @@ moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
     for (size_t i = 0; i < n; i++) {
         moeq__proj *pj = &l->projs[i];
         int32_t e = (int32_t)(i / 3), shard = (int32_t)(i % 3);
+        if (!moeq__moe_has_proj(l, shard)) continue; /* nothing to pack, not unpacked */
         moeq__packed pk;
         if (!moeq__pk_plan(&pj->w, global_scale_hint(l, e, shard), &pk)) {
             all = false;
@@ -133,6 +136,7 @@ moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
                     l->act_kind == MOEQ__ACT_INT8_STATIC;
     l->int8_dot = all && int8_act;
     for (size_t i = 0; i < n && l->int8_dot; i++) {
+        if (!moeq__moe_has_proj(l, (int32_t)(i % 3))) continue;
         const moeq__packed *pk = &l->projs[i].pk;
         l->int8_dot =
             (pk->code == MOEQ__PK_I8 || pk->code == MOEQ__PK_I4) && pk->gsize <= MOEQ__IDOT_KMAX;
@@ -140,6 +144,7 @@ moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
     /* NVFP4 on NVFP4 (kernels.h, fdot). */
     l->fp4_dot = all && l->act_kind == MOEQ__ACT_NVFP4;
     for (size_t i = 0; i < n && l->fp4_dot; i++) {
+        if (!moeq__moe_has_proj(l, (int32_t)(i % 3))) continue;
         const moeq__packed *pk = &l->projs[i].pk;
         l->fp4_dot = pk->code == MOEQ__PK_NIB && pk->scale_kind == MOEQ__PS_E4M3_DIV &&
                      pk->gsize == 16;
@@ -159,6 +164,7 @@ moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
 size_t moeq__moe_expert_bytes(const moeq_moe *l, int32_t e) {
     size_t total = 0;
     for (int32_t s = 0; s < 3; s++) {
+        if (!moeq__moe_has_proj(l, s)) continue;
         const moeq__proj *pj = &l->projs[e * 3 + s];
         const moeq__qweight *w = &pj->w;
         if (w->kind == MOEQ__QW_PACKED) {

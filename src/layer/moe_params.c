@@ -59,7 +59,7 @@ moeq_status moeq__moe_add_int_weights(moeq_moe *l, bool transposed, const char *
     const char *n13 = names ? names[0] : packed ? "w13_weight_packed" : "w13_weight";
     const char *n2 = names ? names[1] : packed ? "w2_weight_packed" : "w2_weight";
     if (packed) {
-        moeq_status st = add3(l, n13, MOEQ_DTYPE_I32, 2 * d.I, moeq__moe_packed_words(l, d.H),
+        moeq_status st = add3(l, n13, MOEQ_DTYPE_I32, d.S * d.I, moeq__moe_packed_words(l, d.H),
                               "weight_packed", MOEQ_LAYOUT_SHARDED, -1, transposed, true,
                               MOEQ__DT(I32), err);
         if (st != MOEQ_STATUS_OK) return st;
@@ -69,7 +69,7 @@ moeq_status moeq__moe_add_int_weights(moeq_moe *l, bool transposed, const char *
         return moeq__moe_add_weight_shape(l, err);
     }
     /* int-quantized / naive-quantized: one int8 per weight, checkpoint orientation. */
-    moeq_status st = add3(l, n13, MOEQ_DTYPE_I8, 2 * d.I, d.H, "weight", MOEQ_LAYOUT_SHARDED, -1,
+    moeq_status st = add3(l, n13, MOEQ_DTYPE_I8, d.S * d.I, d.H, "weight", MOEQ_LAYOUT_SHARDED, -1,
                           false, true, MOEQ__DT(I8), err);
     if (st != MOEQ_STATUS_OK) return st;
     return add3(l, n2, MOEQ_DTYPE_I8, d.H, d.I, "weight", MOEQ_LAYOUT_SHARDED, -1, false, true,
@@ -88,7 +88,7 @@ moeq_status moeq__moe_add_weight_shape(moeq_moe *l, moeq_error *err) {
 moeq_status moeq__moe_add_float_weights(moeq_moe *l, int32_t dtype, uint32_t ckpt,
                                         moeq_error *err) {
     moeq__dims d = moeq__moe_dims(l);
-    moeq_status st = add3(l, "w13_weight", dtype, 2 * d.I, d.H, "weight", MOEQ_LAYOUT_SHARDED, -1,
+    moeq_status st = add3(l, "w13_weight", dtype, d.S * d.I, d.H, "weight", MOEQ_LAYOUT_SHARDED, -1,
                           false, true, ckpt, err);
     if (st != MOEQ_STATUS_OK) return st;
     return add3(l, "w2_weight", dtype, d.H, d.I, "weight", MOEQ_LAYOUT_SHARDED, -1, false, true,
@@ -103,7 +103,7 @@ moeq_status moeq__moe_add_fp4_weights(moeq_moe *l, moeq_error *err) {
                            "intermediate_size (%lld) must be even",
                            l->scheme->name, (long long)d.H, (long long)d.I);
     }
-    moeq_status st = add3(l, "w13_weight_packed", MOEQ_DTYPE_U8, 2 * d.I, d.H / 2, "weight_packed",
+    moeq_status st = add3(l, "w13_weight_packed", MOEQ_DTYPE_U8, d.S * d.I, d.H / 2, "weight_packed",
                           MOEQ_LAYOUT_SHARDED, -1, false, true, MOEQ__DT(U8), err);
     if (st != MOEQ_STATUS_OK) return st;
     return add3(l, "w2_weight_packed", MOEQ_DTYPE_U8, d.H, d.I / 2, "weight_packed",
@@ -120,7 +120,7 @@ moeq_status moeq__moe_add_scales(moeq_moe *l, int32_t dtype, uint32_t ckpt, bool
     moeq_status st;
     switch (w->strategy) {
         case MOEQ_STRATEGY_TENSOR: {
-            int64_t s13[2] = {d.E, 2}, s2[1] = {d.E};
+            int64_t s13[2] = {d.E, d.S}, s2[1] = {d.E};
             st = add(l, "w13_weight_scale", dtype, 2, s13, "weight_scale", MOEQ_LAYOUT_PER_SHARD,
                      qm, false, true, ckpt, err);
             if (st != MOEQ_STATUS_OK) return st;
@@ -128,7 +128,7 @@ moeq_status moeq__moe_add_scales(moeq_moe *l, int32_t dtype, uint32_t ckpt, bool
                        qm, false, true, ckpt, err);
         }
         case MOEQ_STRATEGY_CHANNEL:
-            st = add3(l, "w13_weight_scale", dtype, 2 * d.I, 1, "weight_scale", MOEQ_LAYOUT_SHARDED,
+            st = add3(l, "w13_weight_scale", dtype, d.S * d.I, 1, "weight_scale", MOEQ_LAYOUT_SHARDED,
                       qm, transposed, true, ckpt, err);
             if (st != MOEQ_STATUS_OK) return st;
             return add3(l, "w2_weight_scale", dtype, d.H, 1, "weight_scale", MOEQ_LAYOUT_SHARDED,
@@ -136,7 +136,7 @@ moeq_status moeq__moe_add_scales(moeq_moe *l, int32_t dtype, uint32_t ckpt, bool
         case MOEQ_STRATEGY_GROUP:
         case MOEQ_STRATEGY_TENSOR_GROUP: {
             int64_t g = w->group_size;
-            st = add3(l, "w13_weight_scale", dtype, 2 * d.I, ceil_div(d.H, g), "weight_scale",
+            st = add3(l, "w13_weight_scale", dtype, d.S * d.I, ceil_div(d.H, g), "weight_scale",
                       MOEQ_LAYOUT_SHARDED, qm, transposed, true, ckpt, err);
             if (st != MOEQ_STATUS_OK) return st;
             return add3(l, "w2_weight_scale", dtype, d.H, ceil_div(d.I, g), "weight_scale",
@@ -150,7 +150,7 @@ moeq_status moeq__moe_add_scales(moeq_moe *l, int32_t dtype, uint32_t ckpt, bool
                                    "block's rows (%lld): gate and up would share scale blocks",
                                    l->scheme->name, (long long)d.I, (long long)bn);
             }
-            st = add3(l, "w13_weight_scale", dtype, 2 * (d.I / bn), ceil_div(d.H, bk),
+            st = add3(l, "w13_weight_scale", dtype, d.S * (d.I / bn), ceil_div(d.H, bk),
                       "weight_scale", MOEQ_LAYOUT_SHARDED, qm, false, true, ckpt, err);
             if (st != MOEQ_STATUS_OK) return st;
             return add3(l, "w2_weight_scale", dtype, ceil_div(d.H, bn), ceil_div(d.I, bk),
@@ -170,7 +170,7 @@ moeq_status moeq__moe_add_zero_points(moeq_moe *l, bool transposed, moeq_error *
     const moeq_quant_args *w = &l->weights;
     int32_t qm = w->strategy;
     if (w->strategy == MOEQ_STRATEGY_TENSOR) {
-        int64_t s13[2] = {d.E, 2}, s2[1] = {d.E};
+        int64_t s13[2] = {d.E, d.S}, s2[1] = {d.E};
         moeq_status st = add(l, "w13_weight_zero_point", MOEQ_DTYPE_I8, 2, s13, "weight_zero_point",
                              MOEQ_LAYOUT_PER_SHARD, qm, false, true, MOEQ__DT(I8), err);
         if (st != MOEQ_STATUS_OK) return st;
@@ -182,7 +182,7 @@ moeq_status moeq__moe_add_zero_points(moeq_moe *l, bool transposed, moeq_error *
     if (l->cfg.format == MOEQ_FORMAT_PACK_QUANTIZED) {
         /* Packed along the output dimension: each shard packs its own rows. */
         moeq_status st = add3(l, "w13_weight_zero_point", MOEQ_DTYPE_I32,
-                              2 * moeq__moe_packed_words(l, d.I), g13, "weight_zero_point",
+                              d.S * moeq__moe_packed_words(l, d.I), g13, "weight_zero_point",
                               MOEQ_LAYOUT_SHARDED, qm, transposed, true, MOEQ__DT(I32), err);
         if (st != MOEQ_STATUS_OK) return st;
         return add3(l, "w2_weight_zero_point", MOEQ_DTYPE_I32, moeq__moe_packed_words(l, d.H), g2,
@@ -190,7 +190,7 @@ moeq_status moeq__moe_add_zero_points(moeq_moe *l, bool transposed, moeq_error *
                     err);
     }
     moeq_status st =
-        add3(l, "w13_weight_zero_point", MOEQ_DTYPE_I8, 2 * d.I, g13, "weight_zero_point",
+        add3(l, "w13_weight_zero_point", MOEQ_DTYPE_I8, d.S * d.I, g13, "weight_zero_point",
              MOEQ_LAYOUT_SHARDED, qm, false, true, MOEQ__DT(I8), err);
     if (st != MOEQ_STATUS_OK) return st;
     return add3(l, "w2_weight_zero_point", MOEQ_DTYPE_I8, d.H, g2, "weight_zero_point",
@@ -216,7 +216,7 @@ moeq_status moeq__moe_add_per_shard(moeq_moe *l, const char *base, const char *s
     char n13[48], n2[48];
     snprintf(n13, sizeof n13, "w13_%s", base);
     snprintf(n2, sizeof n2, "w2_%s", base);
-    int64_t s13[2] = {d.E, 2}, s2[1] = {d.E};
+    int64_t s13[2] = {d.E, d.S}, s2[1] = {d.E};
     moeq_status st = add(l, n13, MOEQ_DTYPE_F32, 2, s13, suffix, MOEQ_LAYOUT_PER_SHARD,
                          MOEQ_STRATEGY_TENSOR, false, true, MOEQ__FLOAT_DTYPES, err);
     if (st != MOEQ_STATUS_OK) return st;

@@ -105,9 +105,18 @@ typedef struct moeq__dims {
     int64_t E; /* local experts */
     int64_t H; /* hidden size */
     int64_t I; /* intermediate size per partition */
+    int64_t S; /* shards of w13: 2 (gate, up) for gated experts, 1 (up) for non-gated;
+                  w13 parameters are sized S * I, per-shard ones [E, S] */
 } moeq__dims;
 
 moeq__dims moeq__moe_dims(const moeq_moe *l);
+
+/* Whether the layer has projection `shard` (non-gated layers have no gate);
+ * loops over an expert's three projections skip the ones it lacks. */
+bool moeq__moe_has_proj(const moeq_moe *l, int32_t shard);
+/* Where a projection sits in its parameter: gate 0 and up 1 of w13 (up 0
+ * when non-gated), down 0 of w2.  The loaded[] flags use the same slot. */
+int32_t moeq__moe_slot(const moeq_moe *l, int32_t shard);
 
 /* One parameter to declare.  shape[0] is the local expert count. */
 typedef struct moeq__param_spec {

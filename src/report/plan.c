@@ -259,7 +259,24 @@ static moeq_status plan_one(plan_state *ps, moeq__match_scratch *s, plan_line *l
         memcpy(stack_name, ln->name, ln->name_len);
         stack_name[ln->name_len] = '\0';
     }
+    /* A layer moe_sparsity_config prunes holds its retained experts: planned
+     * with that count, said in a warning when the input line gave another. */
+    char sparsity_note[256] = "";
+    st = MOEQ_STATUS_OK;
     if (ln->kind == MOEQ__ROW_MOE) {
+        int32_t k = 0;
+        st = moeq_config_retained_experts(ps->cfg, name, &k, &e);
+        if (st == MOEQ_STATUS_OK && k > 0 && (uint32_t)k != ln->num_experts) {
+            snprintf(sparsity_note, sizeof sparsity_note,
+                     "moe_sparsity_config (prune): this layer retains %d of %u experts; planned "
+                     "with %d",
+                     (int)k, ln->num_experts, (int)k);
+            ln->num_experts = (uint32_t)k;
+        }
+    }
+    if (st != MOEQ_STATUS_OK) {
+        /* refused by moe_sparsity_config: the row is in error */
+    } else if (ln->kind == MOEQ__ROW_MOE) {
         const char *proj[3] = {ln->proj[0], ln->proj[1], ln->proj[2]};
         st = moeq__resolve_moe(ps->cfg, s, name, ln->num_experts, ln->proj[0] ? proj : NULL, ro,
                                &ln->res, &e);
@@ -279,6 +296,15 @@ static moeq_status plan_one(plan_state *ps, moeq__match_scratch *s, plan_line *l
     }
     if (name != stack_name) moeq__free(name);
     if (st == MOEQ_STATUS_NOMEM) return st;
+    if (sparsity_note[0]) {
+        moeq__sb sb;
+        moeq__sb_init(&sb);
+        moeq__sb_puts(&sb, sparsity_note);
+        if (ln->warning) moeq__sb_printf(&sb, "; %s", ln->warning);
+        moeq__free(ln->warning);
+        ln->warning = moeq__sb_take(&sb);
+        if (!ln->warning) return MOEQ_STATUS_NOMEM;
+    }
     if (st != MOEQ_STATUS_OK) {
         ln->error = moeq__strdup(e.message);
         if (!ln->error) return MOEQ_STATUS_NOMEM;

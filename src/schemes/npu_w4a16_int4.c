@@ -25,7 +25,7 @@ static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
     bool channel = l->weights.strategy == MOEQ_STRATEGY_CHANNEL;
     int64_t g13 = channel ? 1 : (d.H + l->weights.group_size - 1) / l->weights.group_size;
     int64_t g2 = channel ? 1 : (d.I + l->weights.group_size - 1) / l->weights.group_size;
-    st = moeq__moe_add_derived(l, "w13_weight_offset", l->cfg.params_dtype, 2 * d.I, g13, err);
+    st = moeq__moe_add_derived(l, "w13_weight_offset", l->cfg.params_dtype, d.S * d.I, g13, err);
     if (st == MOEQ_STATUS_OK)
         st = moeq__moe_add_derived(l, "w2_weight_offset", l->cfg.params_dtype, d.H, g2, err);
     return st;

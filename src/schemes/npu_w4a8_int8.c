@@ -5,7 +5,8 @@
  * order is moeq's, stated here): the int4 values are two's-complement
  * nibbles, the even element in the low nibble.
  *   w13_weight I8 [E, I, H]: the [2I, H] int4 matrix (gate rows, then up
- *                rows) with pairs along H, i.e. [2I, H/2] bytes viewed as [I, H];
+ *                rows) with pairs along H, i.e. [2I, H/2] bytes viewed as [I, H]
+ *                (non-gated experts: up alone, [E, I, H/2]);
  *   w2_weight  I8 [E, H/2, I]: the [H, I] int4 matrix with pairs along H
  *                (dim 0): byte (r, c) holds elements (2r, c) and (2r+1, c);
  *   w13_weight_scale / w2_weight_scale F32 channel scales [E, N, 1];
@@ -69,7 +70,7 @@ static uint8_t nibbles(int8_t lo, int8_t hi) {
     return (uint8_t)(((uint8_t)lo & 0xFu) | (((uint8_t)hi & 0xFu) << 4));
 }
 
-/* gate/up -> rows [shard*I, shard*I + I) of the [2I, H] matrix, pairs along H. */
+/* gate/up -> rows [slot*I, slot*I + I) of the [S*I, H] matrix, pairs along H. */
 static moeq_status load_w13(moeq_moe *l, moeq__param *p, int32_t e, int32_t shard,
                             const moeq_tensor *t, moeq_error *err) {
     moeq__dims d = moeq__moe_dims(l);
@@ -78,8 +79,8 @@ static moeq_status load_w13(moeq_moe *l, moeq__param *p, int32_t e, int32_t shar
     moeq_status st = read_int4(l, t, d.I, d.H, q, err);
     if (st == MOEQ_STATUS_OK) {
         size_t row_bytes = (size_t)d.H / 2;
-        uint8_t *dst = (uint8_t *)p->pub.data + (size_t)e * (size_t)(d.I * d.H) +
-                       (size_t)shard * (size_t)d.I * row_bytes;
+        uint8_t *dst = (uint8_t *)p->pub.data + (size_t)e * (size_t)d.S * (size_t)d.I * row_bytes +
+                       (size_t)moeq__moe_slot(l, shard) * (size_t)d.I * row_bytes;
         for (int64_t r = 0; r < d.I; r++) {
             for (size_t b = 0; b < row_bytes; b++) {
                 dst[(size_t)r * row_bytes + b] =
@@ -122,7 +123,7 @@ static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
     uint32_t ckpt = l->cfg.format == MOEQ_FORMAT_PACK_QUANTIZED ? MOEQ__DT(I32) : MOEQ__DT(I8);
     const char *suffix = l->cfg.format == MOEQ_FORMAT_PACK_QUANTIZED ? "weight_packed" : "weight";
     moeq__param_spec w13 = {
-        "w13_weight", MOEQ_DTYPE_I8, 3, {d.E, d.I, d.H}, suffix, MOEQ_LAYOUT_SHARDED, -1, 0, 1,
+        "w13_weight", MOEQ_DTYPE_I8, 3, {d.E, d.I, d.S * d.H / 2}, suffix, MOEQ_LAYOUT_SHARDED, -1, 0, 1,
         ckpt,         load_w13};
     moeq__param_spec w2 = {
         "w2_weight", MOEQ_DTYPE_I8, 3,      {d.E, d.H / 2, d.I}, suffix, MOEQ_LAYOUT_SHARDED, -1, 0,
@@ -136,7 +137,7 @@ static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
         st = moeq__moe_add_scales(l, MOEQ_DTYPE_F32, MOEQ__FLOAT_DTYPES, false, err);
     }
     if (st == MOEQ_STATUS_OK) {
-        st = moeq__moe_add_derived(l, "w13_weight_offset", MOEQ_DTYPE_F32, 2 * d.I, 1, err);
+        st = moeq__moe_add_derived(l, "w13_weight_offset", MOEQ_DTYPE_F32, d.S * d.I, 1, err);
     }
     if (st == MOEQ_STATUS_OK) {
         st = moeq__moe_add_derived(l, "w2_weight_offset", MOEQ_DTYPE_F32, d.H, 1, err);
@@ -172,17 +173,20 @@ static moeq_status finalize(moeq_moe *l, moeq_error *err) {
     const moeq__param *w2 = moeq__moe_param(l, "w2_weight");
     size_t I = (size_t)d.I, H = (size_t)d.H, stride2 = (I + 1) / 2;
     for (int32_t e = 0; e < l->cfg.num_local_experts; e++) {
-        const uint8_t *slice13 = (const uint8_t *)w13->pub.data + (size_t)e * I * H;
+        const size_t S = (size_t)d.S;
+        const uint8_t *slice13 = (const uint8_t *)w13->pub.data + (size_t)e * S * I * (H / 2);
         for (int32_t shard = 0; shard < 2; shard++) {
+            if (!moeq__moe_has_proj(l, shard)) continue;
+            size_t slot = (size_t)moeq__moe_slot(l, shard);
             moeq__proj *pj = &l->projs[e * 3 + shard];
             float *s;
-            st = take_scales(l, "w13_weight_scale", e, (size_t)shard * I, I, 2 * I, &s, err);
+            st = take_scales(l, "w13_weight_scale", e, slot * I, I, S * I, &s, err);
             if (st != MOEQ_STATUS_OK) return st;
             pj->w = (moeq__qweight){.kind = MOEQ__QW_INT4_NIBBLES,
                                     .bits = 4,
                                     .rows = I,
                                     .cols = H,
-                                    .codes = slice13 + (size_t)shard * I * (H / 2),
+                                    .codes = slice13 + slot * I * (H / 2),
                                     .row_stride = H / 2,
                                     .grid = {I, 1, 1, H},
                                     .scale = s};

@@ -25,7 +25,7 @@ static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
         st = moeq__moe_add_scales(l, MOEQ_DTYPE_F32, MOEQ__FLOAT_DTYPES, false, err);
     if (st != MOEQ_STATUS_OK) return st;
     moeq__dims d = moeq__moe_dims(l);
-    st = moeq__moe_add_derived(l, "w13_weight_offset", MOEQ_DTYPE_F32, 2 * d.I, 1, err);
+    st = moeq__moe_add_derived(l, "w13_weight_offset", MOEQ_DTYPE_F32, d.S * d.I, 1, err);
     if (st == MOEQ_STATUS_OK)
         st = moeq__moe_add_derived(l, "w2_weight_offset", MOEQ_DTYPE_F32, d.H, 1, err);
     return st;

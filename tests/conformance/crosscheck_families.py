@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """moeq run against transformers' own MoE blocks, one family at a time.
 
-For each gated family in moeq's table: transformers writes the config.json
+For each family in moeq's table: transformers writes the config.json
 (its config class, tiny dimensions, save_pretrained: the keys as it writes
 them, no scoring_func), the family's MoE block class (from its modeling file)
 gets random weights, the routed experts are compressed as W4A16 (int4 group
@@ -44,6 +44,7 @@ E, H, I, T = 8, 64, 32, 24
 #   "rows":   gate_up_proj [E, 2I, H] gate rows first, down_proj [E, H, I]
 #   "cols":   gate_up_proj [E, H, 2I] gate columns first, down_proj [E, I, H] (Llama 4)
 #   "oai":    gate_up_proj [E, H, 2I] gate/up interleaved, biases, down_proj [E, I, H]
+#   "up":     up_proj [E, I, H], down_proj [E, H, I]: non-gated experts (Nemotron-H)
 CASES = {
     "qwen2_moe": ("qwen2_moe", "Qwen2MoeSparseMoeBlock", "rows",
                   dict(num_experts=E, num_experts_per_tok=2, norm_topk_prob=False)),
@@ -75,7 +76,15 @@ CASES = {
                 dict(num_local_experts=E, num_experts_per_tok=2)),
     "minimax_m2": ("minimax_m2", "MiniMaxM2SparseMoeBlock", "rows",
                    dict(num_local_experts=E, num_experts_per_tok=2)),
+    # down(relu2(up x)); moe_latent_size None: no latent projections around the experts
+    "nemotron_h": ("nemotron_h", "NemotronHMoE", "up",
+                   dict(n_routed_experts=E, num_experts_per_tok=2, n_group=4, topk_group=2,
+                        routed_scaling_factor=2.5, moe_latent_size=None,
+                        moe_shared_expert_intermediate_size=I)),
 }
+
+# decoder layers' parent module where it is not "model"
+ROOT = {"nemotron_h": "backbone"}
 
 QUANT = {
     "quant_method": "compressed-tensors", "format": "pack-quantized",
@@ -84,7 +93,7 @@ QUANT = {
         "targets": ["Linear"], "format": "pack-quantized", "input_activations": None,
         "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
                     "group_size": 32}}},
-    "ignore": ["lm_head", "re:.*mlp.gate$", "re:.*router.*", "re:.*shared_expert.*"],
+    "ignore": ["lm_head", "re:.*mlp.gate$", "re:.*mixer.gate$", "re:.*router.*", "re:.*shared_expert.*"],
 }
 
 
@@ -114,24 +123,29 @@ def check(family, tool, workdir):
                 p.zero_()  # shared experts aside
     fam = moeq.model_family(family)
     qcfg = moeq.Config.load(workdir)
-    block_name = f"model.layers.0.{fam['moe_block']}"
+    block_name = f"{ROOT.get(family, 'model')}.layers.0.{fam['moe_block']}"
     prefix = f"{block_name}.{fam['experts']}"
     tensors = {}
 
     def put(name, value):
         tensors[name] = np.ascontiguousarray(value.detach().numpy().astype(np.float32))
 
-    gu, down = state["experts.gate_up_proj"], state["experts.down_proj"]
+    gu = state["experts.up_proj" if layout == "up" else "experts.gate_up_proj"]
+    down = state["experts.down_proj"]
     new_gu, new_down = gu.clone(), down.clone()
+    projs = [1, 2] if layout == "up" else [0, 1, 2]  # non-gated: no gate_proj
     for e in range(E):
-        if layout == "rows":
+        if layout == "up":
+            w = [None, gu[e], down[e]]
+        elif layout == "rows":
             w = [gu[e, :I, :], gu[e, I:, :], down[e]]
         elif layout == "cols":
             w = [gu[e, :, :I].T, gu[e, :, I:].T, down[e].T]
         else:
             w = [gu[e, :, 0::2].T, gu[e, :, 1::2].T, down[e].T]
         deq = []
-        for p, wp in enumerate(w):
+        for p in projs:
+            wp = w[p]
             name = f"{prefix}.{e}.{fam['proj'][p]}"
             res = qcfg.resolve(name, kind="expert")
             out = moeq.compress(res["weights"], res["format"], name,
@@ -139,7 +153,9 @@ def check(family, tool, workdir):
             tensors.update(out)
             deq.append(torch.from_numpy(moeq.dequantize(res["weights"], res["format"], out,
                                                         module=name)))
-        if layout == "rows":
+        if layout == "up":
+            new_gu[e], new_down[e] = deq[0], deq[1]
+        elif layout == "rows":
             new_gu[e, :I, :], new_gu[e, I:, :], new_down[e] = deq[0], deq[1], deq[2]
         elif layout == "cols":
             new_gu[e, :, :I], new_gu[e, :, I:], new_down[e] = deq[0].T, deq[1].T, deq[2].T
@@ -150,7 +166,7 @@ def check(family, tool, workdir):
             put(f"{prefix}.{e}.{fam['proj'][1]}.bias", b[1::2])
             put(f"{prefix}.{e}.{fam['proj'][2]}.bias", bd)
     with torch.no_grad():
-        state["experts.gate_up_proj"].copy_(new_gu)
+        state["experts.up_proj" if layout == "up" else "experts.gate_up_proj"].copy_(new_gu)
         state["experts.down_proj"].copy_(new_down)
     router = "gate.weight" if "gate.weight" in state else "router.weight"
     put(f"{block_name}.{fam['router']}.weight", state[router])

@@ -46,6 +46,7 @@ static const struct {
     {"nvfp4-w4a4", "w4a4_nvfp4"},
     {"mxfp4", "w4a16_mxfp4"},
     {"mxfp8", NULL},
+    {"mxfp6", NULL},
     {"mxint4-g32", "wna16"},
     {"mixed-nvfp4-fp8", "w4a16_nvfp4"},
     {"unquantized", "unquantized"},

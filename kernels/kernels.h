@@ -348,6 +348,11 @@ void moeq__actdq_nvfp4_ref(const uint8_t *packed, size_t m, size_t k, const uint
 void moeq__actq_mxfp4_ref(const float *x, size_t m, size_t k, uint8_t *packed, uint8_t *e);
 void moeq__actdq_mxfp4_ref(const uint8_t *packed, size_t m, size_t k, const uint8_t *e,
                            float *out);
+/* Dynamic MXFP8 (groups of 32, CT 0.20's MXFP8 / MXFP6A8 inputs):
+ * e = moeq__mx_scale_byte_ref(amax, 8), s = 2^(e-127),
+ * q = e4m3(clamp(x / s, +-448)), one byte per value; e [m, ceil(k/32)]. */
+void moeq__actq_mxfp8_ref(const float *x, size_t m, size_t k, uint8_t *q, uint8_t *e);
+void moeq__actdq_mxfp8_ref(const uint8_t *q, size_t m, size_t k, const uint8_t *e, float *out);
 
 /* ------------------------------------------------------------------------ */
 /* quantize.c: writer-side weight quantizers reproducing CT §4.3              */

@@ -445,7 +445,9 @@ MOEQ_API moeq_status moeq_resolve_moe(const moeq_config *cfg, const char *prefix
     X(W4A8_FP8, 10, "w4a8_fp8")                                                 \
     X(NPU_W8A8_INT8, 11, "npu_w8a8_int8")                                       \
     X(NPU_W4A8_INT8, 12, "npu_w4a8_int8")                                       \
-    X(NPU_W4A16_INT4, 13, "npu_w4a16_int4")
+    X(NPU_W4A16_INT4, 13, "npu_w4a16_int4")                                    \
+    X(W8A16_MXFP8, 14, "w8a16_mxfp8")                                           \
+    X(W8A8_MXFP8, 15, "w8a8_mxfp8")
 
 typedef enum moeq_scheme_id {
 #define MOEQ_X_(name, value, text) MOEQ_SCHEME_##name = value,

@@ -153,6 +153,27 @@ void moeq__fp4_set_ref(uint8_t *packed, size_t c, uint8_t code);
 /* Decodes elements [first, first+n) of a packed row to floats. */
 void moeq__fp4_unpack_ref(const void *packed, size_t first, size_t n, float *out);
 
+/* fp6.c: FP6 E2M3 (MXFP6), four codes little-endian in three bytes */
+#define MOEQ__E2M3_MAX 7.5f
+/* Code 0..63: bit 5 = sign, bits 3..4 exponent (bias 1), bits 0..2 mantissa:
+ * m/8 when the exponent is 0, else (1 + m/8) * 2^(e-1); max 7.5. */
+float moeq__e2m3_to_f32(uint8_t code);
+/* 8 * the value of a code: an integer in [-60, 60] (-0 -> 0). */
+int8_t moeq__e2m3_times8(uint8_t code);
+/* CT's cast_to_fp6: step 2^(max(floor(log2|x|), 0) - 3), |x| rounded to a
+ * multiple of it (ties to even), at most 7.5, with the sign of x (so -0.0
+ * stays -0.0); NaN stays NaN. */
+float moeq__fp6_round_ref(float x);
+/* CT's pack_fp6_to_uint8 code of a value on the E2M3 grid: magnitude index by
+ * searchsorted on the 32 magnitudes, sign from the sign bit (-0.0 -> 0x20). */
+uint8_t moeq__fp6_code_ref(float v);
+/* Code c of a packed row: byte triple c/4 read as a little-endian 24-bit word,
+ * bits 6 (c % 4) .. +5.  set keeps the other codes. */
+uint8_t moeq__fp6_get(const uint8_t *row, size_t c);
+void moeq__fp6_set_ref(uint8_t *row, size_t c, uint8_t code);
+/* Decodes elements [first, first+n) of a packed row to floats. */
+void moeq__fp6_unpack_ref(const void *packed, size_t first, size_t n, float *out);
+
 /* 2^(e-127) exactly (e = 0 gives the f32 subnormal 2^-127, e = 255 gives inf,
  * as CT's bf16 decode does). */
 float moeq__e8m0_to_f32(uint8_t e);
@@ -169,6 +190,10 @@ float moeq__round_to_power_2_ref(float x);
  * 0, 255); elem_emax is 2 for FP4 elements, 8 for FP8.  amax 0 -> 0, NaN -> 0,
  * inf -> 255. */
 uint8_t moeq__mx_scale_byte_ref(float amax, int elem_emax);
+/* The same for FP6 E2M3 elements (CT 0.20): round_to_power_2 at E2M3's 3
+ * mantissa bits (add 2^19), so only a group max that would round past 7.5
+ * bumps the exponent; elem_emax 2. */
+uint8_t moeq__mx6_scale_byte_ref(float amax);
 
 /* ------------------------------------------------------------------------ */
 /* pack.c: pack-quantized integers (spec §3.4)                                */
@@ -235,7 +260,8 @@ typedef enum moeq__qw_kind {
     MOEQ__QW_F16 = 8,
     MOEQ__QW_BF16 = 9,
     MOEQ__QW_F64 = 10,
-    MOEQ__QW_PACKED = 11 /* the kernels' blocked layout (moeq__packed, see packed.c) */
+    MOEQ__QW_PACKED = 11, /* the kernels' blocked layout (moeq__packed, see packed.c) */
+    MOEQ__QW_E2M3 = 12    /* FP6 E2M3 codes, four in three bytes (moeq__fp6_get) */
 } moeq__qw_kind;
 
 struct moeq__packed;
@@ -322,6 +348,11 @@ void moeq__actdq_nvfp4_ref(const uint8_t *packed, size_t m, size_t k, const uint
 void moeq__actq_mxfp4_ref(const float *x, size_t m, size_t k, uint8_t *packed, uint8_t *e);
 void moeq__actdq_mxfp4_ref(const uint8_t *packed, size_t m, size_t k, const uint8_t *e,
                            float *out);
+/* Dynamic MXFP8 (groups of 32, CT 0.20's MXFP8 / MXFP6A8 inputs):
+ * e = moeq__mx_scale_byte_ref(amax, 8), s = 2^(e-127),
+ * q = e4m3(clamp(x / s, +-448)), one byte per value; e [m, ceil(k/32)]. */
+void moeq__actq_mxfp8_ref(const float *x, size_t m, size_t k, uint8_t *q, uint8_t *e);
+void moeq__actdq_mxfp8_ref(const uint8_t *q, size_t m, size_t k, const uint8_t *e, float *out);
 
 /* ------------------------------------------------------------------------ */
 /* quantize.c: writer-side weight quantizers reproducing CT §4.3              */
@@ -371,6 +402,11 @@ void moeq__quantize_nvfp4_ref(const moeq__wquant *a, const float *w, size_t rows
  * scale [rows, ceil(cols/gs)] E8M0 bytes (compress_mx_scale of s), packed
  * [rows, cols/2] (cols even). */
 void moeq__quantize_mxfp4_ref(const moeq__wquant *a, const float *w, size_t rows,
+                              size_t cols, uint8_t *scale, uint8_t *packed);
+/* MXFP6 weights: as MXFP4 with round_to_power_2 at E2M3's mantissa (add 2^19
+ * to the f32 pattern) and q = cast_to_fp6(clamp(x / s, +-7.5)); packed
+ * [rows, 3*cols/4] (cols a multiple of 4). */
+void moeq__quantize_mxfp6_ref(const moeq__wquant *a, const float *w, size_t rows,
                               size_t cols, uint8_t *scale, uint8_t *packed);
 /* MXFP8 weights: as MXFP4 with elem_emax 8 and q = e4m3(clamp(x / s, +-448)). */
 void moeq__quantize_mxfp8_ref(const moeq__wquant *a, const float *w, size_t rows,
@@ -451,6 +487,8 @@ typedef struct moeq__packed {
     const uint8_t *scales; /* [blocks][groups][16] of scale_kind */
     float gdiv;            /* E4M3_DIV divisor */
     float scale_mul;       /* ks = decoded scale * scale_mul (256 for E4M3 codes, else 1) */
+    float scale_fold;      /* stored scale = reference scale * scale_fold: 1/8 for E2M3
+                              codes (stored as I8 codes 8 * value), else 1; exact */
     float lut[16];         /* NIB: kernel value of each nibble */
     uint8_t lut_bf16[2][16]; /* NIB: low and high byte of the bfloat16 of lut[i] (exact) */
     bool bf16_scaled;        /* every kv * ks is zero or a normal bfloat16 (exact): set after
@@ -463,7 +501,7 @@ static inline size_t moeq__pk_scale_size(int32_t scale_kind) {
     return scale_kind == MOEQ__PS_F32 ? 4u : scale_kind <= MOEQ__PS_BF16 ? 2u : 1u;
 }
 /* Plans the packed form of w (codes of kind INT_PACKED <= 8 bits, INT4_NIBBLES,
- * E2M1, I8 or E4M3; no zero point or g_idx; cols and the scale group a
+ * E2M1, I8, E2M3 (as I8: 8 * value, scales / 8) or E4M3; no zero point or g_idx; cols and the scale group a
  * multiple of 8; scales exactly representable in one of the kinds above).
  * gdiv_hint > 0 proposes the E4M3_DIV divisor.  Fills everything but the
  * codes/scales pointers.  Returns false when w cannot be packed. */

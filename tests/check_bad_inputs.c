@@ -119,7 +119,7 @@ static const bad_row k_rows[] = {
      "'yes' is not a valid DynamicType"},
     {CONFIG, GROUP("{'num_bits': 4, 'group_size': 32, 'dynamic': 'local'}"), NULL, 0,
      MOEQ_STATUS_SCHEMA, "local is only supported for strategy tensor_group"},
-    {CONFIG, GROUP("{'num_bits': 6, 'type': 'float'}"), NULL, 0, MOEQ_STATUS_SCHEMA,
+    {CONFIG, GROUP("{'num_bits': 5, 'type': 'float'}"), NULL, 0, MOEQ_STATUS_SCHEMA,
      "Only num_bits in (8) are supported"},
     {CONFIG, GROUP("{'num_bits': 8, 'scale_dtype': 'torch.complex64'}"), NULL, 0,
      MOEQ_STATUS_UNSUPPORTED, "torch.complex64 is a torch dtype moeq has no element type for"},

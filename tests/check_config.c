@@ -631,7 +631,10 @@ START_TEST(test_presets_spot_checks) {
                {"W4A16", MOEQ_FORMAT_PACK_QUANTIZED},      {"FP8", MOEQ_FORMAT_FLOAT_QUANTIZED},
                {"NVFP4", MOEQ_FORMAT_NVFP4_PACK_QUANTIZED}, {"MXFP4A16", MOEQ_FORMAT_MXFP4_PACK_QUANTIZED},
                {"MXFP8", MOEQ_FORMAT_MXFP8_QUANTIZED},     {"W4AFP8", MOEQ_FORMAT_INT_QUANTIZED},
-               {"FP8_BLOCK", MOEQ_FORMAT_FLOAT_QUANTIZED}, {"UNQUANTIZED", MOEQ_FORMAT_DENSE}};
+               {"FP8_BLOCK", MOEQ_FORMAT_FLOAT_QUANTIZED}, {"UNQUANTIZED", MOEQ_FORMAT_DENSE},
+               /* 0.20 */
+               {"MXFP6A16", MOEQ_FORMAT_MXFP6_PACK_QUANTIZED}, {"MXFP6A8", MOEQ_FORMAT_MXFP6_PACK_QUANTIZED},
+               {"MXFP4XFP8", MOEQ_FORMAT_MXFP4_PACK_QUANTIZED}, {"MXFP8A16", MOEQ_FORMAT_MXFP8_QUANTIZED}};
     for (size_t i = 0; i < sizeof inf / sizeof *inf; i++) {
         char json[128];
         snprintf(json, sizeof json, "{'config_groups': {'%s': ['Linear']}}", inf[i].name);
@@ -750,7 +753,7 @@ static const bad_case k_bad[] = {
     {W("{'group_size': -2}"), MOEQ_STATUS_SCHEMA, WP "group_size: Invalid group size -2. Use group_size > 0"},
     {W("{'num_bits': 0}"), MOEQ_STATUS_SCHEMA, WP "num_bits: num_bits must be a positive integer, got 0"},
     {W("{'num_bits': -4}"), MOEQ_STATUS_SCHEMA, WP "num_bits: num_bits must be a positive integer, got -4"},
-    {W("{'type': 'float', 'num_bits': 6}"), MOEQ_STATUS_SCHEMA, WP "num_bits: Only num_bits in (8) are supported"},
+    {W("{'type': 'float', 'num_bits': 5}"), MOEQ_STATUS_SCHEMA, WP "num_bits: Only num_bits in (8) are supported"},
     {W("{'type': 'float', 'num_bits': 16}"), MOEQ_STATUS_SCHEMA, "Only num_bits in (8) are supported (type float, num_bits 16"},
     /* invalid combinations (derivation steps 2-7) */
     {W("{'strategy': 'token'}"), MOEQ_STATUS_SCHEMA,

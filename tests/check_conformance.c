@@ -1,8 +1,9 @@
 /*
  * check_conformance.c - moeq against compressed-tensors itself.
  *
- * tests/data/conformance/ holds, per case, the tensors that CT 0.18.0's own
- * compressors wrote for a small random weight, the weight itself
+ * tests/data/conformance/ (CT 0.18.0) and tests/data/conformance_0.20/ (CT
+ * 0.20.1: MXFP6 added, actorder "group" gone) hold, per case, the tensors that
+ * CT's own compressors wrote for a small random weight, the weight itself
  * (weight_orig) and CT's decompressed result (expected); see
  * tests/conformance/README.md.  For every case:
  *  1. moeq_dequantize, with output in CT's output dtype, must equal
@@ -19,8 +20,11 @@
 #include <cJSON.h>
 #include <math.h>
 
-#define CONF_DIR MOEQ_TEST_DATA_DIR "/conformance"
-#define MAX_CASES 64
+/* The fixture sets, one per compressed-tensors version that wrote them. */
+static const char *const conf_dirs[] = {MOEQ_TEST_DATA_DIR "/conformance",
+                                        MOEQ_TEST_DATA_DIR "/conformance_0.20"};
+#define N_DIRS (sizeof conf_dirs / sizeof conf_dirs[0])
+#define MAX_CASES 128
 #define MAX_TENSORS 16
 
 /* ---- files ---------------------------------------------------------------------- */
@@ -153,9 +157,9 @@ static const char *json_str(const cJSON *o, const char *key) {
     return v->valuestring;
 }
 
-static void load_case(const char *name, conf_case *c) {
+static void load_case(const char *dir, const char *name, conf_case *c) {
     char path[512];
-    snprintf(path, sizeof path, "%s/%s.json", CONF_DIR, name);
+    snprintf(path, sizeof path, "%s/%s.json", dir, name);
     size_t len;
     char *text = read_all(path, &len);
     ck_assert_msg(text != NULL, "cannot read %s", path);
@@ -201,24 +205,34 @@ static void load_case(const char *name, conf_case *c) {
 /* ---- the cases --------------------------------------------------------------------- */
 
 static char case_names[MAX_CASES][96];
-static int n_cases;
+static const char *case_dirs[MAX_CASES];
+static int n_cases, n_dir_cases[N_DIRS];
 
 static void load_index(void) {
-    size_t len;
-    char *text = read_all(CONF_DIR "/index.json", &len);
-    if (!text) return; /* test_index reports it */
-    cJSON *j = cJSON_ParseWithLength(text, len);
-    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(j, "cases");
-    for (const cJSON *e = cases ? cases->child : NULL; e && n_cases < MAX_CASES; e = e->next) {
-        if (cJSON_IsString(e)) snprintf(case_names[n_cases++], sizeof case_names[0], "%s", e->valuestring);
+    for (size_t d = 0; d < N_DIRS; d++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/index.json", conf_dirs[d]);
+        size_t len;
+        char *text = read_all(path, &len);
+        if (!text) continue; /* test_index reports it */
+        cJSON *j = cJSON_ParseWithLength(text, len);
+        const cJSON *cases = cJSON_GetObjectItemCaseSensitive(j, "cases");
+        for (const cJSON *e = cases ? cases->child : NULL; e && n_cases < MAX_CASES; e = e->next) {
+            if (!cJSON_IsString(e)) continue;
+            case_dirs[n_cases] = conf_dirs[d];
+            snprintf(case_names[n_cases++], sizeof case_names[0], "%s", e->valuestring);
+            n_dir_cases[d]++;
+        }
+        cJSON_Delete(j);
+        free(text);
     }
-    cJSON_Delete(j);
-    free(text);
 }
 
 START_TEST(test_index) {
-    /* the fixtures are committed: the suite must see all of them */
-    ck_assert_int_ge(n_cases, 19);
+    /* the fixtures are committed: the suite must see all of them (0.18: 19
+     * cases; 0.20.1: 22, its actorder "group" cases skipped, 3 MXFP6 added) */
+    ck_assert_int_ge(n_dir_cases[0], 19);
+    ck_assert_int_ge(n_dir_cases[1], 22);
 }
 END_TEST
 
@@ -245,9 +259,9 @@ static void assert_same_bytes(const char *what, const void *got, const void *wan
 /* 1: moeq_dequantize against CT's decompressed weight. */
 START_TEST(test_dequantize_matches_ct) {
     conf_case c;
-    load_case(case_names[_i], &c);
+    load_case(case_dirs[_i], case_names[_i], &c);
     char path[512];
-    snprintf(path, sizeof path, "%s/%s.safetensors", CONF_DIR, c.name);
+    snprintf(path, sizeof path, "%s/%s.safetensors", case_dirs[_i], c.name);
     st_file f;
     st_load(path, &f);
     const moeq_tensor *expected = st_get(&f, "expected");
@@ -312,9 +326,9 @@ static void check_float_tensor(const char *what, const moeq_tensor *t, const flo
 /* 2: the writer-side quantizers against CT's compressed tensors. */
 START_TEST(test_quantizers_match_ct) {
     conf_case c;
-    load_case(case_names[_i], &c);
+    load_case(case_dirs[_i], case_names[_i], &c);
     char path[512], what[200];
-    snprintf(path, sizeof path, "%s/%s.safetensors", CONF_DIR, c.name);
+    snprintf(path, sizeof path, "%s/%s.safetensors", case_dirs[_i], c.name);
     st_file f;
     st_load(path, &f);
     const moeq_tensor *orig = st_get(&f, "weight_orig");
@@ -399,6 +413,12 @@ START_TEST(test_quantizers_match_ct) {
         assert_same_bytes(what, sb, t_scale->data, ncell, 1);
         snprintf(what, sizeof what, "%s: weight_packed", c.name);
         assert_same_bytes(what, codes, param(&f, c.module, "weight_packed")->data, n / 2, 1);
+    } else if (c.format == MOEQ_FORMAT_MXFP6_PACK_QUANTIZED) {
+        memset(codes, 0, n);
+        moeq__quantize_mxfp6_ref(&wq, w, rows, cols, sb, codes);
+        assert_same_bytes(what, sb, t_scale->data, ncell, 1);
+        snprintf(what, sizeof what, "%s: weight_packed", c.name);
+        assert_same_bytes(what, codes, param(&f, c.module, "weight_packed")->data, n / 4 * 3, 1);
     } else if (c.format == MOEQ_FORMAT_MXFP8_QUANTIZED) {
         moeq__quantize_mxfp8_ref(&wq, w, rows, cols, sb, codes);
         assert_same_bytes(what, sb, t_scale->data, ncell, 1);
@@ -420,7 +440,7 @@ Suite *conformance_suite(void);
 Suite *conformance_suite(void) {
     load_index();
     Suite *s = suite_create("conformance");
-    TCase *tc = tcase_create("ct_0_18");
+    TCase *tc = tcase_create("ct_0_18_and_0_20");
     tcase_add_test(tc, test_index);
     tcase_add_loop_test(tc, test_dequantize_matches_ct, 0, n_cases);
     tcase_add_loop_test(tc, test_quantizers_match_ct, 0, n_cases);

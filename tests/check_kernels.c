@@ -318,6 +318,79 @@ END_TEST
 
 /* ---- E8M0 and round_to_power_2 (spec §3.7, E7) ---------------------------- */
 
+/* FP6 E2M3 (CT 0.20 mxfp6/helpers.py, fp6_utils.py): the 32 magnitudes, the
+ * packing of four codes in three bytes and cast_to_fp6, values from CT 0.20.1. */
+START_TEST(test_fp6_codes_and_packing) {
+    for (uint8_t c = 0; c < 32; c++) {
+        const float want = c < 8 ? (float)c / 8.0f : ldexpf(1.0f + (float)(c & 7u) / 8.0f, c / 8 - 1);
+        ck_assert_bits_eq(moeq__e2m3_to_f32(c), want);
+        ck_assert_bits_eq(moeq__e2m3_to_f32((uint8_t)(c | 0x20u)), -want);
+        ck_assert_int_eq(moeq__e2m3_times8(c), (int)(want * 8.0f));
+        ck_assert_int_eq(moeq__e2m3_times8((uint8_t)(c | 0x20u)), -(int)(want * 8.0f));
+        ck_assert_uint_eq(moeq__fp6_code_ref(want), c);
+    }
+    ck_assert_bits_eq(moeq__e2m3_to_f32(31), 7.5f);
+    ck_assert_uint_eq(moeq__fp6_code_ref(-0.0f), 0x20u);
+    /* pack_fp6_to_uint8([[0.125, -7.5, 3.0, -0.0, 1.375, 2.25, -5.0, 0.0]]) */
+    static const float vals[8] = {0.125f, -7.5f, 3.0f, -0.0f, 1.375f, 2.25f, -5.0f, 0.0f};
+    static const uint8_t want_bytes[6] = {193, 79, 129, 75, 164, 3};
+    uint8_t row[6] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+    for (size_t c = 0; c < 8; c++) moeq__fp6_set_ref(row, c, moeq__fp6_code_ref(vals[c]));
+    for (int i = 0; i < 6; i++) ck_assert_uint_eq(row[i], want_bytes[i]);
+    float back[8];
+    moeq__fp6_unpack_ref(row, 0, 8, back);
+    for (size_t c = 0; c < 8; c++) ck_assert_bits_eq(back[c], vals[c]);
+    for (size_t c = 0; c < 8; c++) ck_assert_uint_eq(moeq__fp6_get(row, c), moeq__fp6_code_ref(vals[c]));
+    /* cast_to_fp6: ties to even on a step of 2^(max(e, 0) - 3), clamp 7.5 */
+    static const float in[] = {0.0625f, 0.1875f, 1.0625f, 1.9375f, 2.125f, 2.375f, 3.75f, 3.875f,
+                               4.25f, 6.75f, 7.25f, 7.4f, -0.01f, -2.1f, 100.0f, 1e-40f};
+    static const float out[] = {0.0f, 0.25f, 1.0f, 2.0f, 2.0f, 2.5f, 3.75f, 4.0f,
+                                4.0f, 7.0f, 7.0f, 7.5f, -0.0f, -2.0f, 7.5f, 0.0f};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        ck_assert_bits_eq(moeq__fp6_round_ref(in[i]), out[i]);
+    }
+    ck_assert(isnan(moeq__fp6_round_ref(NAN)));
+}
+END_TEST
+
+/* An MXFP6 weight packs as I8 codes (8 * value) with its scales / 8: the
+ * packed decode equals the reference decode bit for bit, but for the sign of
+ * zero (code 0x20, -0.0, becomes the integer 0: +0.0 once packed). */
+START_TEST(test_mxfp6_packs_exactly) {
+    enum { R = 20, C = 64 };
+    uint8_t codes[R * C / 4 * 3];
+    float scale[R * 2];
+    rng_state = 11;
+    for (size_t i = 0; i < sizeof codes; i++) codes[i] = (uint8_t)rng_next();
+    for (size_t i = 0; i < R * 2; i++) scale[i] = ldexpf(1.0f, (int)(rng_next() % 20) - 14);
+    moeq__grid grid = {R, 2, 1, 32};
+    moeq__qweight w = make_qweight(MOEQ__QW_E2M3, R, C, codes, C / 4 * 3, grid, scale, NULL, NULL);
+    float want[R * C], got[R * C];
+    moeq__dequant_ref(&w, 0, R, want);
+    moeq__packed pk;
+    ck_assert(moeq__pk_plan(&w, 0.0f, &pk));
+    ck_assert_int_eq(pk.code, MOEQ__PK_I8);
+    ck_assert_int_eq(pk.scale_kind, MOEQ__PS_E8M0);
+    uint8_t *buf = malloc(pk.blocks * (pk.blk_code_bytes + pk.blk_scale_bytes));
+    uint8_t row_buf[C];
+    moeq__pk_fill(&w, &pk, buf, buf + pk.blocks * pk.blk_code_bytes, row_buf);
+    pk.codes = buf;
+    pk.scales = buf + pk.blocks * pk.blk_code_bytes;
+    moeq__pk_dequant_ref(&pk, 0, R, got);
+    size_t neg_zero = 0;
+    for (size_t i = 0; i < R * C; i++) {
+        if (want[i] == 0.0f && signbit(want[i])) want[i] = 0.0f, neg_zero++;
+        ck_assert_bits_eq(got[i], want[i]);
+    }
+    ck_assert_uint_gt(neg_zero, 0); /* the random codes hold some 0x20 */
+    float v[C], tv[C];
+    moeq__pk_decode_row_ref(&pk, 3, 0, C, v);
+    moeq__decode_row_ref(&w, 3, 0, C, tv);
+    for (size_t i = 0; i < C; i++) ck_assert_float_eq(v[i], tv[i]);
+    free(buf);
+}
+END_TEST
+
 START_TEST(test_e8m0) {
     ck_assert_uint_eq(moeq__e8m0_from_scale(0.25f), 125);
     ck_assert_uint_eq(moeq__e8m0_from_scale(0.5f), 126);
@@ -355,6 +428,13 @@ START_TEST(test_round_to_power_2) {
     ck_assert_uint_eq(moeq__mx_scale_byte_ref(NAN, 2), 0);
     ck_assert_uint_eq(moeq__mx_scale_byte_ref(INFINITY, 2), 255);
     ck_assert_uint_eq(moeq__mx_scale_byte_ref(0x1p-126f, 2), 0); /* 127 - 126 - 2 < 0 */
+    /* FP6 (CT 0.20 _MX_ELEM_OFFSET 2, round_to_power_2 with E2M3's 3 mantissa
+     * bits): 7.5 * 2^k stays at 2^k, 7.75 * 2^k rounds up to 2^(k+1) */
+    ck_assert_uint_eq(moeq__mx6_scale_byte_ref(7.5f), 127);
+    ck_assert_uint_eq(moeq__mx6_scale_byte_ref(7.75f), 128);
+    ck_assert_uint_eq(moeq__mx6_scale_byte_ref(0.96875f), 125); /* 7.75 * 2^-3 */
+    ck_assert_uint_eq(moeq__mx6_scale_byte_ref(0.9375f), 124);  /* 7.5 * 2^-3 */
+    ck_assert_uint_eq(moeq__mx_scale_byte_ref(0.9375f, 2), 125); /* FP4's rounding differs */
     /* test_mxfp4_utils / test_mxfp8_utils: log2(scale) ==
      * floor(log2(round_pow2(amax))) - 2 (fp4) / - 8 (fp8) */
     rng_state = 7;
@@ -1278,6 +1358,8 @@ Suite *kernels_suite(void) {
     tcase_add_test(tc, test_f16);
     tcase_add_test(tc, test_e4m3_decode_all);
     tcase_add_test(tc, test_e4m3_encode);
+    tcase_add_test(tc, test_fp6_codes_and_packing);
+    tcase_add_test(tc, test_mxfp6_packs_exactly);
     tcase_add_test(tc, test_e5m2);
     tcase_add_test(tc, test_convert_arrays);
     tcase_add_test(tc, test_fp4_round);

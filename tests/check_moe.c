@@ -49,6 +49,11 @@ typedef struct moe_case {
     "\"scale_dtype\":\"torch.float8_e4m3fn\"}"
 #define MXFP4_W                                                                                    \
     "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
+#define MXFP8_W                                                                                    \
+    "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
+#define MXFP8_A                                                                                    \
+    "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"dynamic\":true,"                    \
+    "\"scale_dtype\":\"torch.uint8\"}"
 
 static const moe_case k_cases[] = {
     {"wna16", GROUP128, "null", "pack-quantized", 0, 0, 1e-5},
@@ -102,6 +107,9 @@ static const moe_case k_cases[] = {
     {"npu_w4a8_int8", "{\"num_bits\":4,\"group_size\":-1}", TOKEN_I8, "pack-quantized", 1, 0, 2e-3},
     {"npu_w4a16_int4", GROUP128, "null", "pack-quantized", 1, 0, 1e-5},
     {"unquantized", NULL, "null", "dense", 0, 0, 1e-5},
+    /* compressed-tensors 0.20's MX presets */
+    {"w8a16_mxfp8", MXFP8_W, "null", "mxfp8-quantized", 0, 0, 1e-5},
+    {"w8a8_mxfp8", MXFP8_W, MXFP8_A, "mxfp8-quantized", 0, 0, 2e-3},
 };
 
 static const char *const k_proj[3] = {"gate_proj", "up_proj", "down_proj"};
@@ -146,7 +154,8 @@ enum {
     ACT_F8_GROUP,
     ACT_F8_STATIC,
     ACT_NVFP4,
-    ACT_MXFP4
+    ACT_MXFP4,
+    ACT_MXFP8
 };
 
 static int32_t act_kind_of(const moeq_quant_args *a) {
@@ -158,7 +167,9 @@ static int32_t act_kind_of(const moeq_quant_args *a) {
     if (a->num_bits == 4) return a->dynamic == MOEQ_DYNAMIC_LOCAL ? ACT_NVFP4 : ACT_MXFP4;
     if (!a->dynamic) return ACT_F8_STATIC;
     if (a->strategy == MOEQ_STRATEGY_TOKEN) return ACT_F8_TOKEN;
-    if (a->strategy == MOEQ_STRATEGY_GROUP) return ACT_F8_GROUP;
+    if (a->strategy == MOEQ_STRATEGY_GROUP) {
+        return a->group_size == 32 && a->scale_dtype == MOEQ_DTYPE_U8 ? ACT_MXFP8 : ACT_F8_GROUP;
+    }
     return ACT_F8_TENSOR;
 }
 
@@ -381,6 +392,10 @@ static void ref_act(const built *b, int which, float *x, size_t k, float tensor_
         case ACT_MXFP4:
             moeq__actq_mxfp4_ref(x, 1, k, codes, codes + k);
             moeq__actdq_mxfp4_ref(codes, 1, k, codes + k, x);
+            break;
+        case ACT_MXFP8:
+            moeq__actq_mxfp8_ref(x, 1, k, codes, codes + k);
+            moeq__actdq_mxfp8_ref(codes, 1, k, codes + k, x);
             break;
         default: break;
     }

@@ -96,12 +96,19 @@ static const select_case k_cases[] = {
     /* NPU platform, config the NPU layouts do not take: the CPU scheme runs
      * (SGLang silently loads it unquantized). */
     {"{\"num_bits\":8,\"group_size\":128,\"symmetric\":false}", "null", "pack-quantized", 1, 0, "wna16"},
+    /* compressed-tensors 0.20's MX presets: MXFP8A16, MXFP8 */
+    {"{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}", "null",
+     "mxfp8-quantized", 0, 0, "w8a16_mxfp8"},
+    {"{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"dynamic\":true,\"scale_dtype\":\"torch.uint8\"}",
+     "mxfp8-quantized", 0, 0, "w8a8_mxfp8"},
     /* dense format: weights were stored decompressed */
     {"{\"num_bits\":4,\"group_size\":128}", "null", "dense", 0, 0, "unquantized"},
     /* Nothing takes these. */
     {"{\"num_bits\":4}", "null", "pack-quantized", 0, 0, NULL},
-    {"{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}", "null",
-     "mxfp8-quantized", 0, 0, NULL},
+    {"{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}", "mxfp8-quantized", 0, 0,
+     NULL},
     {"{\"num_bits\":4,\"group_size\":128,\"symmetric\":false}",
      "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "pack-quantized", 0, 0, NULL},
     {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",

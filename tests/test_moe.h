@@ -270,6 +270,13 @@ static inline uint32_t moeq_test_param_index(const moeq_test_layer *tl, const ch
     return 0;
 }
 
+/* MX args as CT 0.20's presets write them. */
+#define MX_W(bits)                                                                                 \
+    "{\"num_bits\":" #bits ",\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
+#define MX_A8                                                                                      \
+    "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"dynamic\":true,"                    \
+    "\"scale_dtype\":\"torch.uint8\"}"
+
 /* Schemes with args that select them (one per scheme). */
 static const moeq_test_scheme_args k_test_schemes[] = {
     {"null", "null", "dense", 0, 0},
@@ -301,6 +308,8 @@ static const moeq_test_scheme_args k_test_schemes[] = {
     {"{\"num_bits\":4,\"group_size\":-1}", "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}",
      "int-quantized", 1, 0},
     {"{\"num_bits\":4,\"group_size\":32}", "null", "pack-quantized", 1, 0},
+    {MX_W(8), "null", "mxfp8-quantized", 0, 0},
+    {MX_W(8), MX_A8, "mxfp8-quantized", 0, 0},
 };
 _Static_assert(sizeof k_test_schemes / sizeof k_test_schemes[0] == MOEQ_SCHEME_COUNT,
                "one entry per scheme, in moeq_scheme_id order");

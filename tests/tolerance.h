@@ -24,11 +24,12 @@ static inline double moeq_test_eps(int32_t dtype) {
 }
 
 /* The quantization step around v = x / scale (+ zp): 1 for integers, the
- * E2M1 or E4M3 grid spacing for FP4 and FP8 codes. */
+ * E2M1, E2M3 or E4M3 grid spacing for FP4, FP6 and FP8 codes. */
 static inline double moeq_test_step(const moeq_quant_args *a, double v) {
     const double m = fabs(v);
     if (a->type == MOEQ_QTYPE_INT) return 1.0;
     if (a->num_bits == 4) return m < 2.0 ? 0.5 : (m < 4.0 ? 1.0 : 2.0);
+    if (a->num_bits == 6) return m < 2.0 ? 0.125 : (m < 4.0 ? 0.25 : 0.5);
     const int e = m > 0 ? (int)floor(log2(m)) : -6;
     return ldexp(1.0, (e < -6 ? -6 : e) - 3); /* 3 mantissa bits, subnormals below 2^-6 */
 }

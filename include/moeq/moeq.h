@@ -239,7 +239,8 @@ MOEQ_API size_t moeq_quant_args_summary(const moeq_quant_args *args, char *buf, 
     X(NVFP4_PACK_QUANTIZED, 10, "nvfp4-pack-quantized")                         \
     X(MXFP4_PACK_QUANTIZED, 11, "mxfp4-pack-quantized")                         \
     X(MXFP8_QUANTIZED, 12, "mxfp8-quantized")                                   \
-    X(FAKEQUANT, 13, "fakequant")
+    X(FAKEQUANT, 13, "fakequant")                                               \
+    X(MXFP6_PACK_QUANTIZED, 14, "mxfp6-pack-quantized")
 
 typedef enum moeq_format {
 #define MOEQ_X_(name, value, text) MOEQ_FORMAT_##name = value,
@@ -477,7 +478,9 @@ MOEQ_API moeq_status moeq_resolve_moe(const moeq_config *cfg, const char *prefix
     X(W4A8_FP8, 10, "w4a8_fp8")                                                 \
     X(NPU_W8A8_INT8, 11, "npu_w8a8_int8")                                       \
     X(NPU_W4A8_INT8, 12, "npu_w4a8_int8")                                       \
-    X(NPU_W4A16_INT4, 13, "npu_w4a16_int4")
+    X(NPU_W4A16_INT4, 13, "npu_w4a16_int4")                                    \
+    X(W8A16_MXFP8, 14, "w8a16_mxfp8")                                           \
+    X(W8A8_MXFP8, 15, "w8a8_mxfp8")
 
 typedef enum moeq_scheme_id {
 #define MOEQ_X_(name, value, text) MOEQ_SCHEME_##name = value,
@@ -851,6 +854,9 @@ MOEQ_API moeq_status moeq_tensor_set_add(moeq_tensor_set **set, const moeq_tenso
  *   nvfp4-pack-quantized   float 4, tensor_group, scale_dtype float8_e4m3fn: weight_packed
  *                          U8 [rows, cols/2], weight_scale F8_E4M3, weight_global_scale F32 [1]
  *   mxfp4-pack-quantized   float 4, group 32, scale_dtype uint8: weight_packed U8,
+ *                          weight_scale U8 (E8M0)
+ *   mxfp6-pack-quantized   float 6, group 32, scale_dtype uint8: weight_packed U8
+ *                          [rows, 3*cols/4] (four E2M3 codes little-endian in three bytes),
  *                          weight_scale U8 (E8M0)
  *   mxfp8-quantized        float 8, group 32, scale_dtype uint8: weight F8_E4M3, weight_scale U8
  * Group strategies need cols % group_size == 0 (CT raises otherwise); block

@@ -129,7 +129,7 @@ static uint8_t fp4_code(float x, float s) {
 }
 
 #define NVFP4_GROUP 16
-#define MXFP4_GROUP 32
+#define MXFP4_GROUP 32 /* every MX format's group */
 
 void moeq__actq_nvfp4_ref(const float *x, size_t m, size_t k, float gsc, uint8_t *packed,
                           uint8_t *sf) {
@@ -186,6 +186,33 @@ void moeq__actdq_mxfp4_ref(const uint8_t *packed, size_t m, size_t k, const uint
         moeq__fp4_unpack_ref(packed + i * (k / 2), 0, k, out + i * k);
         for (size_t c = 0; c < k; c++) {
             out[i * k + c] *= moeq__e8m0_to_f32(e[i * ng + c / MXFP4_GROUP]);
+        }
+    }
+}
+
+/* ---- MXFP8 ------------------------------------------------------------------ */
+
+void moeq__actq_mxfp8_ref(const float *x, size_t m, size_t k, uint8_t *q, uint8_t *e) {
+    const size_t ng = k / MXFP4_GROUP + (k % MXFP4_GROUP != 0);
+    for (size_t i = 0; i < m; i++) {
+        for (size_t g = 0; g < ng; g++) {
+            const size_t c0 = g * MXFP4_GROUP;
+            const size_t len = k - c0 < MXFP4_GROUP ? k - c0 : MXFP4_GROUP;
+            const float *grp = x + i * k + c0;
+            const uint8_t byte = moeq__mx_scale_byte_ref(absmax(grp, len), 8);
+            e[i * ng + g] = byte;
+            const float s = moeq__e8m0_to_f32(byte);
+            for (size_t c = 0; c < len; c++) q[i * k + c0 + c] = fp8_code(grp[c], s);
+        }
+    }
+}
+
+void moeq__actdq_mxfp8_ref(const uint8_t *q, size_t m, size_t k, const uint8_t *e, float *out) {
+    const size_t ng = k / MXFP4_GROUP + (k % MXFP4_GROUP != 0);
+    for (size_t i = 0; i < m; i++) {
+        for (size_t c = 0; c < k; c++) {
+            out[i * k + c] =
+                moeq__e4m3_to_f32(q[i * k + c]) * moeq__e8m0_to_f32(e[i * ng + c / MXFP4_GROUP]);
         }
     }
 }

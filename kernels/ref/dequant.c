@@ -43,6 +43,9 @@ void moeq__decode_row_ref(const moeq__qweight *w, size_t r, size_t first, size_t
         case MOEQ__QW_E2M1:
             moeq__fp4_unpack_ref(row, first, n, out);
             break;
+        case MOEQ__QW_E2M3:
+            moeq__fp6_unpack_ref(row, first, n, out);
+            break;
         case MOEQ__QW_F32: moeq__to_f32_ref(MOEQ_DTYPE_F32, row + 4 * first, n, out); break;
         case MOEQ__QW_F16: moeq__to_f32_ref(MOEQ_DTYPE_F16, row + 2 * first, n, out); break;
         case MOEQ__QW_BF16: moeq__to_f32_ref(MOEQ_DTYPE_BF16, row + 2 * first, n, out); break;

@@ -95,21 +95,34 @@ uint8_t moeq__e8m0_from_scale(float scale) {
     return (uint8_t)(e < 0 ? 0 : (e > 255 ? 255 : e));
 }
 
-float moeq__round_to_power_2_ref(float x) {
+/* round_to_power_2 on the f32 pattern for an element mantissa of elem_m
+ * bits: VAL_TO_ADD = 1 << (23 - elem_m - 1); the mask keeps 9 top bits. */
+static float round_p2(float x, int elem_m) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    /* VAL_TO_ADD = 1 << (23 - 1 - 1); SIGN_EXPONENT_MASK keeps 9 top bits. */
-    u = (u + (1u << 21)) & 0xFF800000u;
+    u = (u + (1u << (22 - elem_m))) & 0xFF800000u;
     float r;
     memcpy(&r, &u, sizeof r);
     return r;
 }
 
-uint8_t moeq__mx_scale_byte_ref(float amax, int elem_emax) {
+float moeq__round_to_power_2_ref(float x) {
+    return round_p2(x, 1);
+}
+
+static uint8_t mx_byte(float amax, int elem_emax, int elem_m) {
     if (isnan(amax)) return 0;
-    const float p2 = moeq__round_to_power_2_ref(amax);
+    const float p2 = round_p2(amax, elem_m);
     if (isinf(p2)) return 255;
     if (!(p2 > 0.0f)) return 0; /* log2(0) = -inf, clamped to 0 */
     const int e = 127 + floor_log2(p2) - elem_emax;
     return (uint8_t)(e < 0 ? 0 : (e > 255 ? 255 : e));
+}
+
+uint8_t moeq__mx_scale_byte_ref(float amax, int elem_emax) {
+    return mx_byte(amax, elem_emax, 1);
+}
+
+uint8_t moeq__mx6_scale_byte_ref(float amax) {
+    return mx_byte(amax, 2, 3);
 }

@@ -107,6 +107,7 @@ bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
     pk->cols = w->cols;
     pk->blocks = (w->rows + MOEQ__PK_ROWS - 1) / MOEQ__PK_ROWS;
     pk->scale_mul = 1.0f;
+    pk->scale_fold = 1.0f;
     switch (w->kind) {
         case MOEQ__QW_INT_PACKED:
             if (w->bits < 1 || w->bits > 8) return false;
@@ -122,6 +123,11 @@ bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
             for (int n = 0; n < 16; n++) pk->lut[n] = moeq__e2m1_to_f32((uint8_t)n);
             break;
         case MOEQ__QW_I8: pk->code = MOEQ__PK_I8; break;
+        case MOEQ__QW_E2M3: /* 8 * value, an integer in [-60, 60], with the scale / 8
+                               (exact; only code 0x20, -0.0, packs as +0.0) */
+            pk->code = MOEQ__PK_I8;
+            pk->scale_fold = 0.125f;
+            break;
         case MOEQ__QW_E4M3:
             pk->code = MOEQ__PK_E4M3;
             pk->scale_mul = 256.0f;
@@ -152,7 +158,7 @@ bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
         bool ok = true;
         for (size_t r = 0; r < w->rows && ok; r += g->row_block) {
             for (size_t gi = 0; gi < pk->groups && ok; gi++) {
-                const float s = ref_scale(w, r, gi * gsize);
+                const float s = ref_scale(w, r, gi * gsize) * pk->scale_fold;
                 uint8_t tmp[4];
                 ok = isfinite(s) && isfinite(s * pk->scale_mul) &&
                      encode_scale(order[o], gdiv_hint, s, tmp);
@@ -212,6 +218,9 @@ static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, 
                 for (size_t c = 0; c < n; c++) out[c] ^= 8u;
             }
             break;
+        case MOEQ__QW_E2M3:
+            for (size_t c = 0; c < n; c++) out[c] = (uint8_t)moeq__e2m3_times8(moeq__fp6_get(row, c));
+            break;
         default: memcpy(out, row, n); break; /* I8, E4M3 */
     }
 }
@@ -255,7 +264,8 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
             }
             for (size_t gi = 0; gi < pk->groups; gi++) {
                 const bool ok =
-                    encode_scale(pk->scale_kind, pk->gdiv, ref_scale(w, r, gi * pk->gsize),
+                    encode_scale(pk->scale_kind, pk->gdiv,
+                                 ref_scale(w, r, gi * pk->gsize) * pk->scale_fold,
                                  bs + (gi * MOEQ__PK_ROWS + rr) * ss);
                 assert(ok);
                 (void)ok;
@@ -303,7 +313,8 @@ float moeq__pk_ks(const moeq__packed *pk, size_t r, size_t g) {
 }
 
 void moeq__pk_decode_row_ref(const moeq__packed *pk, size_t r, size_t first, size_t n, float *out) {
-    const float unit = pk->code == MOEQ__PK_E4M3 ? 256.0f : 1.0f;
+    /* E4M3 codes are stored as value * 2^-8, E2M3 as 8 * value (scale_fold 1/8) */
+    const float unit = pk->code == MOEQ__PK_E4M3 ? 256.0f : pk->scale_fold;
     for (size_t i = 0; i < n; i++) out[i] = moeq__pk_kv(pk, r, first + i) * unit;
 }
 

@@ -170,8 +170,8 @@ void moeq__quantize_nvfp4_ref(const moeq__wquant *a, const float *w, size_t rows
     }
 }
 
-/* MX weights, FP4 (elem_bits 4: codes packed two per byte) or FP8 (8: one
- * E4M3 byte each).  Per group: the E8M0 byte from the group amax, the scale
+/* MX weights, FP4 (elem_bits 4: codes packed two per byte), FP6 (6: four
+ * codes in three bytes) or FP8 (8: one E4M3 byte each).  Per group: the E8M0 byte from the group amax, the scale
  * as CT holds it in the weight dtype (2^(e-127); a zero from underflow is
  * replaced by eps 1 of the uint8 scale dtype), and the byte
  * compress_mx_scale writes for that scale. */
@@ -179,12 +179,15 @@ static void quantize_mx(const moeq__wquant *a, const float *w, size_t rows, size
                         int elem_bits, uint8_t *scale, uint8_t *out) {
     const size_t gs = (size_t)a->group_size;
     const moeq__grid g = {rows, cols / gs + (cols % gs != 0), 1, gs};
-    const float qmax = elem_bits == 4 ? MOEQ__E2M1_MAX : MOEQ__E4M3_MAX;
+    const float qmax = elem_bits == 4   ? MOEQ__E2M1_MAX
+                       : elem_bits == 6 ? MOEQ__E2M3_MAX
+                                        : MOEQ__E4M3_MAX;
     for (size_t r = 0; r < rows; r++) {
         for (size_t sc = 0; sc < g.cols; sc++) {
             const cell_range cr = cell_min_max(w, rows, cols, &g, NULL, r, sc);
-            const uint8_t e = moeq__mx_scale_byte_ref(fmaxf(fabsf(cr.min), fabsf(cr.max)),
-                                                      elem_bits == 4 ? 2 : 8);
+            const float amax = fmaxf(fabsf(cr.min), fabsf(cr.max));
+            const uint8_t e = elem_bits == 6 ? moeq__mx6_scale_byte_ref(amax)
+                                             : moeq__mx_scale_byte_ref(amax, elem_bits == 4 ? 2 : 8);
             float s = RD(moeq__e8m0_to_f32(e));
             if (s == 0.0f) s = 1.0f;
             scale[r * g.cols + sc] = moeq__e8m0_from_scale(s);
@@ -195,6 +198,8 @@ static void quantize_mx(const moeq__wquant *a, const float *w, size_t rows, size
                 if (!isnan(v)) v = clampf(v, -qmax, qmax);
                 if (elem_bits == 4) {
                     moeq__fp4_set_ref(out + r * (cols / 2), c, moeq__fp4_code_ref(moeq__fp4_round_ref(v)));
+                } else if (elem_bits == 6) {
+                    moeq__fp6_set_ref(out + r * (cols / 4 * 3), c, moeq__fp6_code_ref(moeq__fp6_round_ref(v)));
                 } else {
                     out[r * cols + c] = moeq__f32_to_e4m3(v);
                 }
@@ -206,6 +211,11 @@ static void quantize_mx(const moeq__wquant *a, const float *w, size_t rows, size
 void moeq__quantize_mxfp4_ref(const moeq__wquant *a, const float *w, size_t rows,
                               size_t cols, uint8_t *scale, uint8_t *packed) {
     quantize_mx(a, w, rows, cols, 4, scale, packed);
+}
+
+void moeq__quantize_mxfp6_ref(const moeq__wquant *a, const float *w, size_t rows,
+                              size_t cols, uint8_t *scale, uint8_t *packed) {
+    quantize_mx(a, w, rows, cols, 6, scale, packed);
 }
 
 void moeq__quantize_mxfp8_ref(const moeq__wquant *a, const float *w, size_t rows,

@@ -16,6 +16,8 @@
  *   nvfp4-pack-quantized  weight_packed U8 [out, in/2], weight_scale F8_E4M3
  *                         [out, ceil(in/gs)], weight_global_scale F32 [1]
  *   mxfp4-pack-quantized  weight_packed U8 [out, in/2], weight_scale U8 [out, ceil(in/gs)]
+ *   mxfp6-pack-quantized  weight_packed U8 [out, 3*in/4] (four E2M3 codes little-endian
+ *                         in three bytes), weight_scale U8 [out, ceil(in/gs)]
  *   mxfp8-quantized       weight F8_E4M3 [out, in], weight_scale U8 [out, ceil(in/gs)]
  */
 #include "checkpoint/dequant.h"
@@ -619,6 +621,25 @@ static moeq_status prepare_mxfp4(dq *d) {
     return st;
 }
 
+/* FP6 payload: U8 [out, 3*in/4], four codes in three bytes. */
+static moeq_status prepare_mxfp6(dq *d) {
+    static const int32_t u8[] = {MOEQ_DTYPE_U8, MOEQ_DTYPE_INVALID};
+    moeq_status st = expect_dtype(d, P_PACKED, u8, "U8 (four FP6 codes in three bytes)");
+    if (st != MOEQ_STATUS_OK) return st;
+    const moeq_tensor *t = d->t[P_PACKED];
+    if (t->ndim != 2 || t->shape[1] % 3 != 0) {
+        return shape_error(d, P_PACKED, "2 dimensions [out, 3*in/4] (a multiple of 3 bytes per row)");
+    }
+    d->rows = (size_t)t->shape[0];
+    d->cols = (size_t)t->shape[1] / 3 * 4;
+    st = load_mx_scale(d, &d->qw.grid);
+    if (st != MOEQ_STATUS_OK) return st;
+    d->qw.kind = MOEQ__QW_E2M3;
+    d->qw.codes = t->data;
+    d->qw.row_stride = (size_t)t->shape[1];
+    return MOEQ_STATUS_OK;
+}
+
 static moeq_status prepare_mxfp8(dq *d) {
     static const int32_t e4m3[] = {MOEQ_DTYPE_F8_E4M3, MOEQ_DTYPE_INVALID};
     moeq_status st = expect_dtype(d, P_WEIGHT, e4m3, "F8_E4M3");
@@ -711,6 +732,12 @@ static moeq_status tensor_set(dq *d, moeq__ct_params *out) {
             if (!a->symmetric) return unsupported_args(d, "are asymmetric (CT: not supported for FP4)");
             out->required = MOEQ__CT_BIT(P_PACKED) | MOEQ__CT_BIT(P_SCALE);
             return MOEQ_STATUS_OK;
+        case MOEQ_FORMAT_MXFP6_PACK_QUANTIZED:
+            if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 6) return unsupported_args(d, "must be float with 6 bits");
+            if (a->strategy != MOEQ_STRATEGY_GROUP) return unsupported_args(d, "need strategy group");
+            if (!a->symmetric) return unsupported_args(d, "are asymmetric (CT: not supported for FP6)");
+            out->required = MOEQ__CT_BIT(P_PACKED) | MOEQ__CT_BIT(P_SCALE);
+            return MOEQ_STATUS_OK;
         case MOEQ_FORMAT_MXFP8_QUANTIZED:
             if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != 8) return unsupported_args(d, "must be float with 8 bits");
             if (a->strategy != MOEQ_STRATEGY_GROUP) return unsupported_args(d, "need strategy group");
@@ -720,7 +747,7 @@ static moeq_status tensor_set(dq *d, moeq__ct_params *out) {
             return moeq__error(d->err, MOEQ_STATUS_UNSUPPORTED,
                                "%s: format '%s' (%d) cannot be dequantized (supported: dense, "
                                "pack-quantized, naive/int/float-quantized, nvfp4-pack-quantized, "
-                               "mxfp4-pack-quantized, mxfp8-quantized)",
+                               "mxfp4-pack-quantized, mxfp6-pack-quantized, mxfp8-quantized)",
                                d->mod[0] ? d->mod : "moeq_dequantize",
                                moeq_format_name(d->format), (int)d->format);
     }
@@ -794,6 +821,7 @@ static moeq_status prepare(dq *d) {
         case MOEQ_FORMAT_FLOAT_QUANTIZED: return prepare_naive(d);
         case MOEQ_FORMAT_NVFP4_PACK_QUANTIZED: return prepare_nvfp4(d);
         case MOEQ_FORMAT_MXFP4_PACK_QUANTIZED: return prepare_mxfp4(d);
+        case MOEQ_FORMAT_MXFP6_PACK_QUANTIZED: return prepare_mxfp6(d);
         case MOEQ_FORMAT_MXFP8_QUANTIZED: return prepare_mxfp8(d);
         default: return prepare_dense(d); /* dense and fakequant */
     }

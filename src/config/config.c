@@ -195,7 +195,7 @@ static const char *const k_torch_dtypes_unrepresentable[] = {
     "qint32",          "quint4x2",        "quint2x4",
 };
 
-/* Every CompressionFormat value of CT 0.18 (config/base.py), i.e. what a
+/* Every CompressionFormat value of CT 0.20 (config/base.py; mixed-precision only at the top), i.e. what a
  * group's "format" may say.  The top level additionally accepts "fakequant". */
 static int32_t format_from_name(const char *s, bool allow_fakequant) {
 #define MOEQ_X_(name, value, text)                                                   \
@@ -211,7 +211,7 @@ static int32_t format_from_name(const char *s, bool allow_fakequant) {
 #define GROUP_FORMATS_TEXT                                                                     \
     "dense, sparse-bitmask, sparse-24-bitmask, int-quantized, float-quantized, "               \
     "naive-quantized, pack-quantized, marlin-24, nvfp4-pack-quantized, mxfp4-pack-quantized, " \
-    "mxfp8-quantized"
+    "mxfp6-pack-quantized, mxfp8-quantized"
 
 /* ------------------------------------------------------------------------ */
 /* Parse context: errors, warnings, owned strings                            */
@@ -869,15 +869,17 @@ static moeq_status derive_observer(parse_ctx *ctx, const char *path, const raw_a
  * symmetric, which is how CT serialises it. */
 static moeq_status derive_zp_dtype(parse_ctx *ctx, const char *path, const raw_args *r,
                                    int32_t *zp_out) {
-    if (r->type == MOEQ_QTYPE_FLOAT && r->num_bits != 4 && r->num_bits != 8) {
+    /* CT defaults zp_dtype to F8_E4M3 for float 4 and 6 (FP4 E2M1, FP6 E2M3)
+     * before asking pytorch_dtype, which knows only float 8. */
+    if (r->type == MOEQ_QTYPE_FLOAT && r->num_bits != 4 && r->num_bits != 6 && r->num_bits != 8) {
         return args_error(ctx, path, "num_bits",
                           "Only num_bits in (8) are supported (type float, num_bits %d; float "
-                          "quantization has 4 or 8 bits)", (int)r->num_bits);
+                          "quantization has 4, 6 or 8 bits)", (int)r->num_bits);
     }
     int32_t zp = r->zp_dtype;
     if (zp == MOEQ_DTYPE_INVALID) {
         if (r->type == MOEQ_QTYPE_FLOAT) {
-            zp = MOEQ_DTYPE_F8_E4M3; /* float4 and float8 alike */
+            zp = MOEQ_DTYPE_F8_E4M3; /* float4, float6 and float8 alike */
         } else if (r->num_bits <= 8) {
             zp = MOEQ_DTYPE_I8;
         } else if (r->num_bits <= 16) {
@@ -991,6 +993,9 @@ static const preset k_presets[] = {
     {"NVFP4", P_NVFP4_W, P_NVFP4_A},
     {"MXFP4A16", P_MX(4, MOEQ_DYNAMIC_FALSE), P_NONE},
     {"MXFP4", P_MX(4, MOEQ_DYNAMIC_FALSE), P_MX(4, MOEQ_DYNAMIC_TRUE)},
+    {"MXFP4XFP8", P_MX(4, MOEQ_DYNAMIC_FALSE), P_FP8_G128_DYN},
+    {"MXFP6A16", P_MX(6, MOEQ_DYNAMIC_FALSE), P_NONE},
+    {"MXFP6A8", P_MX(6, MOEQ_DYNAMIC_FALSE), P_MX(8, MOEQ_DYNAMIC_TRUE)},
     {"MXFP8A16", P_MX(8, MOEQ_DYNAMIC_FALSE), P_NONE},
     {"MXFP8", P_MX(8, MOEQ_DYNAMIC_FALSE), P_MX(8, MOEQ_DYNAMIC_TRUE)},
     /* The W{w}A{a} family (w in 2..8, a in {4, 8, 16}, w <= a), sorted by name as CT does. */
@@ -1014,7 +1019,8 @@ static const preset k_presets[] = {
 
 #define PRESET_NAMES_TEXT                                                                       \
     "['UNQUANTIZED', 'W4A16_ASYM', 'W8A8', 'INT8', 'W4AFP8', 'FP8', 'FP8_DYNAMIC', 'FP8_BLOCK', " \
-    "'NVFP4A16', 'NVFP4', 'MXFP4A16', 'MXFP4', 'MXFP8A16', 'MXFP8', 'W2A4', 'W2A8', 'W2A16', "   \
+    "'NVFP4A16', 'NVFP4', 'MXFP4A16', 'MXFP4', 'MXFP4XFP8', 'MXFP6A16', 'MXFP6A8', 'MXFP8A16', " \
+    "'MXFP8', 'W2A4', 'W2A8', 'W2A16', "                                                         \
     "'W3A4', 'W3A8', 'W3A16', 'W4A4', 'W4A8', 'W4A16', 'W5A8', 'W5A16', 'W6A8', 'W6A16', "      \
     "'W7A8', 'W7A16', 'W8A16']"
 

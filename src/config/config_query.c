@@ -244,6 +244,7 @@ int32_t moeq__infer_format(const moeq_quant_args *w, const moeq_quant_args *in) 
     if (!w) return MOEQ_FORMAT_DENSE;
     bool fl = w->type == MOEQ_QTYPE_FLOAT;
     if (fl && w->num_bits == 4 && w->group_size == 32) return MOEQ_FORMAT_MXFP4_PACK_QUANTIZED;
+    if (fl && w->num_bits == 6 && w->group_size == 32) return MOEQ_FORMAT_MXFP6_PACK_QUANTIZED;
     if (fl && w->num_bits == 8 && w->group_size == 32 && w->scale_dtype == MOEQ_DTYPE_U8) {
         return MOEQ_FORMAT_MXFP8_QUANTIZED;
     }

@@ -56,6 +56,12 @@ void moeq__act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_
             moeq__actdq_mxfp4_ref(codes, m, k, e, x);
             return;
         }
+        case MOEQ__ACT_MXFP8: {
+            uint8_t *e = (uint8_t *)codes + m * k;
+            moeq__actq_mxfp8_ref(x, m, k, codes, e);
+            moeq__actdq_mxfp8_ref(codes, m, k, e, x);
+            return;
+        }
         default: return;
     }
 }

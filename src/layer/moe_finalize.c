@@ -116,6 +116,12 @@ moeq_status moeq__moe_act_kind(const moeq_moe *l, int32_t *kind, int32_t *group,
             *group = a->group_size;
         }
         if (stat && a->strategy == MOEQ_STRATEGY_TENSOR) *kind = MOEQ__ACT_FP8_STATIC;
+        /* MX: E8M0 scales per 32 (CT's should_generate_mx_scales) */
+        if (dyn && a->strategy == MOEQ_STRATEGY_GROUP && a->group_size == 32 &&
+            a->scale_dtype == MOEQ_DTYPE_U8) {
+            *kind = MOEQ__ACT_MXFP8;
+            *group = 0;
+        }
     } else if (a->type == MOEQ_QTYPE_FLOAT && a->num_bits == 4) {
         if (a->dynamic == MOEQ_DYNAMIC_LOCAL && a->strategy == MOEQ_STRATEGY_TENSOR_GROUP &&
             a->group_size == 16) {

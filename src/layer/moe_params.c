@@ -110,6 +110,21 @@ moeq_status moeq__moe_add_fp4_weights(moeq_moe *l, moeq_error *err) {
                 MOEQ_LAYOUT_SHARDED, -1, false, true, MOEQ__DT(U8), err);
 }
 
+moeq_status moeq__moe_add_fp6_weights(moeq_moe *l, moeq_error *err) {
+    moeq__dims d = moeq__moe_dims(l);
+    if (d.H % 4 || d.I % 4) {
+        return moeq__error(err, MOEQ_STATUS_SHAPE,
+                           "%s: FP6 weights pack four values in three bytes; hidden_size (%lld) "
+                           "and intermediate_size (%lld) must be multiples of 4",
+                           l->scheme->name, (long long)d.H, (long long)d.I);
+    }
+    moeq_status st = add3(l, "w13_weight_packed", MOEQ_DTYPE_U8, 2 * d.I, d.H / 4 * 3,
+                          "weight_packed", MOEQ_LAYOUT_SHARDED, -1, false, true, MOEQ__DT(U8), err);
+    if (st != MOEQ_STATUS_OK) return st;
+    return add3(l, "w2_weight_packed", MOEQ_DTYPE_U8, d.H, d.I / 4 * 3, "weight_packed",
+                MOEQ_LAYOUT_SHARDED, -1, false, true, MOEQ__DT(U8), err);
+}
+
 /* ---- scales, zero points, g_idx ------------------------------------------------------ */
 
 moeq_status moeq__moe_add_scales(moeq_moe *l, int32_t dtype, uint32_t ckpt, bool transposed,

@@ -25,6 +25,8 @@ moeq_status moeq__moe_add_weight_shape(moeq_moe *l, moeq_error *err);
 moeq_status moeq__moe_add_float_weights(moeq_moe *l, int32_t dtype, uint32_t ckpt, moeq_error *err);
 /* FP4 weights: *_weight_packed U8 [E, N, K/2]. */
 moeq_status moeq__moe_add_fp4_weights(moeq_moe *l, moeq_error *err);
+/* U8 [E, N, 3K/4]: four FP6 E2M3 codes in three bytes (MXFP6). */
+moeq_status moeq__moe_add_fp6_weights(moeq_moe *l, moeq_error *err);
 /* *_weight_scale by weight strategy: tensor [E, 2] / [E], channel [E, N, 1],
  * group [E, N, ceil(K/g)], block [E, 2 I/bn, ceil(H/bk)] / [E, ceil(H/bn),
  * ceil(I/bk)] (transposed: the last two swapped). */

@@ -54,7 +54,8 @@ typedef enum moeq__act_kind {
     MOEQ__ACT_FP8_GROUP, /* dynamic, one scale per row per act_group columns */
     MOEQ__ACT_FP8_STATIC,
     MOEQ__ACT_NVFP4, /* local E4M3 group-16 scales against a static global scale */
-    MOEQ__ACT_MXFP4  /* dynamic E8M0 group-32 scales */
+    MOEQ__ACT_MXFP4, /* dynamic E8M0 group-32 scales */
+    MOEQ__ACT_MXFP8  /* dynamic E8M0 group-32 scales, E4M3 codes */
 } moeq__act_kind;
 
 /* One projection of one expert, ready for the kernels. */

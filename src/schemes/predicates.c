@@ -147,3 +147,27 @@ bool moeq__need_fp8_weights(const moeq__select_in *in, char *why, size_t n) {
                           MOEQ__BIT(MOEQ_STRATEGY_BLOCK);
     return moeq__need_weight_strategy(in, strategies, why, n);
 }
+
+bool moeq__need_mx_weights(const moeq__select_in *in, int32_t bits, int32_t format,
+                           const char *what, char *why, size_t n) {
+    if (!moeq__need_weights(in, why, n)) return false;
+    if (!moeq__need_weight_type(in, MOEQ_QTYPE_FLOAT, bits, bits, why, n)) return false;
+    if (!moeq__need_sym_static_weights(in, why, n)) return false;
+    if (!moeq__need_weight_strategy(in, MOEQ__BIT(MOEQ_STRATEGY_GROUP), why, n)) return false;
+    if (!moeq__need_weight_group(in, 32, what, why, n)) return false;
+    return moeq__need_format(in, MOEQ__BIT(format), why, n);
+}
+
+bool moeq__need_mxfp8_inputs(const moeq__select_in *in, char *why, size_t n) {
+    if (!moeq__need_input_type(in, MOEQ_QTYPE_FLOAT, 8, why, n)) return false;
+    const moeq_quant_args *a = in->a;
+    if (a->dynamic != MOEQ_DYNAMIC_TRUE || a->strategy != MOEQ_STRATEGY_GROUP ||
+        a->group_size != 32 || a->scale_dtype != MOEQ_DTYPE_U8) {
+        char s[96];
+        moeq_quant_args_summary(a, s, sizeof s);
+        return moeq__reject(why, n,
+                            "input activations are %s; needs MXFP8 (dynamic group(32), "
+                            "scale_dtype uint8)", s);
+    }
+    return true;
+}

@@ -29,6 +29,8 @@ static const moeq__scheme *const k_schemes[MOEQ_SCHEME_COUNT] = {
     [MOEQ_SCHEME_NPU_W8A8_INT8] = &moeq__scheme_npu_w8a8_int8,
     [MOEQ_SCHEME_NPU_W4A8_INT8] = &moeq__scheme_npu_w4a8_int8,
     [MOEQ_SCHEME_NPU_W4A16_INT4] = &moeq__scheme_npu_w4a16_int4,
+    [MOEQ_SCHEME_W8A16_MXFP8] = &moeq__scheme_w8a16_mxfp8,
+    [MOEQ_SCHEME_W8A8_MXFP8] = &moeq__scheme_w8a8_mxfp8,
 };
 
 /* The selection policy, in order. */
@@ -49,6 +51,9 @@ static const moeq__scheme *const k_selection_order[] = {
     &moeq__scheme_w8a8_int8,
     &moeq__scheme_w4a8_int8,
     &moeq__scheme_w4a8_fp8,
+    /* compressed-tensors 0.20's MX presets */
+    &moeq__scheme_w8a16_mxfp8,
+    &moeq__scheme_w8a8_mxfp8,
 };
 
 _Static_assert(MOEQ__ARRAY_LEN(k_selection_order) == MOEQ_SCHEME_COUNT,

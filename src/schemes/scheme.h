@@ -83,6 +83,12 @@ bool moeq__need_nvfp4_weights(const moeq__select_in *in, char *why, size_t n);
 bool moeq__need_fp8_weights(const moeq__select_in *in, char *why, size_t n);
 /* int4 with group or channel scales, symmetric, static. */
 bool moeq__need_int4_sym_weights(const moeq__select_in *in, char *why, size_t n);
+/* MX weights: float `bits`, group 32, symmetric, static, stored in `format`
+ * (E8M0 scales); `what` names them in reasons ("MXFP8"). */
+bool moeq__need_mx_weights(const moeq__select_in *in, int32_t bits, int32_t format,
+                           const char *what, char *why, size_t n);
+/* MXFP8 inputs: float8, dynamic, group 32 with scale_dtype uint8 (E8M0). */
+bool moeq__need_mxfp8_inputs(const moeq__select_in *in, char *why, size_t n);
 
 /* Every scheme. */
 extern const moeq__scheme moeq__scheme_unquantized;
@@ -96,6 +102,8 @@ extern const moeq__scheme moeq__scheme_w8a8_fp8;
 extern const moeq__scheme moeq__scheme_w8a8_int8;
 extern const moeq__scheme moeq__scheme_w4a8_int8;
 extern const moeq__scheme moeq__scheme_w4a8_fp8;
+extern const moeq__scheme moeq__scheme_w8a16_mxfp8;
+extern const moeq__scheme moeq__scheme_w8a8_mxfp8;
 extern const moeq__scheme moeq__scheme_npu_w8a8_int8;
 extern const moeq__scheme moeq__scheme_npu_w4a8_int8;
 extern const moeq__scheme moeq__scheme_npu_w4a16_int4;

@@ -373,16 +373,20 @@ static moeq_status write_nvfp4(cw *c, float global) {
 
 static moeq_status write_mx(cw *c, int elem_bits) {
     const size_t gs = (size_t)c->a->group_size;
-    const int64_t wshape[2] = {(int64_t)c->rows, (int64_t)(elem_bits == 4 ? c->cols / 2 : c->cols)};
+    const size_t wcols = elem_bits == 4 ? c->cols / 2 : elem_bits == 6 ? c->cols / 4 * 3 : c->cols;
+    const int64_t wshape[2] = {(int64_t)c->rows, (int64_t)wcols};
     const int64_t sshape[2] = {(int64_t)c->rows, (int64_t)(c->cols / gs)};
     void *codes, *scale;
-    moeq_status st = elem_bits == 4 ? push(c, "weight_packed", MOEQ_DTYPE_U8, 2, wshape, &codes)
+    moeq_status st = elem_bits != 8 ? push(c, "weight_packed", MOEQ_DTYPE_U8, 2, wshape, &codes)
                                     : push(c, "weight", MOEQ_DTYPE_F8_E4M3, 2, wshape, &codes);
     if (st == MOEQ_STATUS_OK) st = push(c, "weight_scale", MOEQ_DTYPE_U8, 2, sshape, &scale);
     if (st != MOEQ_STATUS_OK) return st;
     const moeq__wquant wq = wquant_of(c);
     if (elem_bits == 4) {
         moeq__quantize_mxfp4_ref(&wq, c->w, c->rows, c->cols, scale, codes);
+    } else if (elem_bits == 6) {
+        memset(codes, 0, c->rows * wcols);
+        moeq__quantize_mxfp6_ref(&wq, c->w, c->rows, c->cols, scale, codes);
     } else {
         moeq__quantize_mxfp8_ref(&wq, c->w, c->rows, c->cols, scale, codes);
     }
@@ -459,8 +463,9 @@ static moeq_status compress_nvfp4(cw *c, float global) {
 static moeq_status compress_mx(cw *c, int elem_bits) {
     const moeq_quant_args *a = c->a;
     if (a->type != MOEQ_QTYPE_FLOAT || a->num_bits != elem_bits) {
-        return unsupported(c, elem_bits == 4 ? "must be float with 4 bits"
-                                             : "must be float with 8 bits");
+        return unsupported(c, elem_bits == 4   ? "must be float with 4 bits"
+                              : elem_bits == 6 ? "must be float with 6 bits"
+                                               : "must be float with 8 bits");
     }
     if (a->strategy != MOEQ_STRATEGY_GROUP || a->group_size != 32) {
         return unsupported(c, "need strategy group with group_size 32 (MX blocks)");
@@ -475,6 +480,18 @@ static moeq_status compress_mx(cw *c, int elem_bits) {
     if (st == MOEQ_STATUS_OK && elem_bits == 4 && c->cols % 2 != 0) {
         st = moeq__error(c->err, MOEQ_STATUS_SHAPE,
                          "%s: cols %zu is odd; FP4 packs two columns per byte", c->mod, c->cols);
+    }
+    if (st == MOEQ_STATUS_OK && elem_bits == 6 && c->cols % 4 != 0) {
+        st = moeq__error(c->err, MOEQ_STATUS_SHAPE,
+                         "%s: cols %zu is not a multiple of 4; FP6 packs four columns in three "
+                         "bytes (CT: 'tensor must have a multiple of 4 columns for fp6 packing')",
+                         c->mod, c->cols);
+    }
+    if (st == MOEQ_STATUS_OK && elem_bits == 6 && c->cols % 4 != 0) {
+        st = moeq__error(c->err, MOEQ_STATUS_SHAPE,
+                         "%s: cols %zu is not a multiple of 4; FP6 packs four columns in three "
+                         "bytes (CT: 'tensor must have a multiple of 4 columns for fp6 packing')",
+                         c->mod, c->cols);
     }
     if (st == MOEQ_STATUS_OK) st = write_mx(c, elem_bits);
     return st;
@@ -512,12 +529,13 @@ static moeq_status dispatch(cw *c, const int32_t *g_idx, float global) {
         case MOEQ_FORMAT_FLOAT_QUANTIZED:
         case MOEQ_FORMAT_NVFP4_PACK_QUANTIZED:
         case MOEQ_FORMAT_MXFP4_PACK_QUANTIZED:
+        case MOEQ_FORMAT_MXFP6_PACK_QUANTIZED:
         case MOEQ_FORMAT_MXFP8_QUANTIZED: break;
         default:
             return moeq__error(c->err, MOEQ_STATUS_UNSUPPORTED,
                                "%s: moeq does not write format '%s' (%d); it writes dense, "
                                "pack-quantized, naive/int/float-quantized, nvfp4-pack-quantized, "
-                               "mxfp4-pack-quantized and mxfp8-quantized",
+                               "mxfp4-pack-quantized, mxfp6-pack-quantized and mxfp8-quantized",
                                c->mod, moeq_format_name(f), (int)f);
     }
     if (!c->a) {
@@ -529,6 +547,7 @@ static moeq_status dispatch(cw *c, const int32_t *g_idx, float global) {
         case MOEQ_FORMAT_PACK_QUANTIZED: return compress_int_like(c, true, g_idx);
         case MOEQ_FORMAT_NVFP4_PACK_QUANTIZED: return compress_nvfp4(c, global);
         case MOEQ_FORMAT_MXFP4_PACK_QUANTIZED: return compress_mx(c, 4);
+        case MOEQ_FORMAT_MXFP6_PACK_QUANTIZED: return compress_mx(c, 6);
         case MOEQ_FORMAT_MXFP8_QUANTIZED: return compress_mx(c, 8);
         default: return compress_int_like(c, false, g_idx);
     }

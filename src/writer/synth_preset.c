@@ -69,6 +69,14 @@ static const moeq_quant_args w_mxfp4 = {.num_bits = 4,
                                         .strategy_given = 1,
                                         .scale_dtype = MOEQ_DTYPE_U8,
                                         .observer = OBS_W};
+static const moeq_quant_args w_mxfp6 = {.num_bits = 6,
+                                        .type = MOEQ_QTYPE_FLOAT,
+                                        .symmetric = 1,
+                                        .group_size = 32,
+                                        .strategy = MOEQ_STRATEGY_GROUP,
+                                        .strategy_given = 1,
+                                        .scale_dtype = MOEQ_DTYPE_U8,
+                                        .observer = OBS_W};
 static const moeq_quant_args w_mxfp8 = {.num_bits = 8,
                                         .type = MOEQ_QTYPE_FLOAT,
                                         .symmetric = 1,
@@ -99,6 +107,14 @@ static const moeq_quant_args a_fp8_group128 = {.num_bits = 8,
                                                .strategy = MOEQ_STRATEGY_GROUP,
                                                .strategy_given = 1,
                                                .dynamic = MOEQ_DYNAMIC_TRUE};
+static const moeq_quant_args a_mxfp8 = {.num_bits = 8,
+                                        .type = MOEQ_QTYPE_FLOAT,
+                                        .symmetric = 1,
+                                        .group_size = 32,
+                                        .strategy = MOEQ_STRATEGY_GROUP,
+                                        .strategy_given = 1,
+                                        .dynamic = MOEQ_DYNAMIC_TRUE,
+                                        .scale_dtype = MOEQ_DTYPE_U8};
 static const moeq_quant_args a_fp8_tensor_static = {.num_bits = 8,
                                                     .type = MOEQ_QTYPE_FLOAT,
                                                     .symmetric = 1,
@@ -168,6 +184,8 @@ static const moeq_synth_group g_nvfp4_a16[] = {GROUP(&w_nvfp4, NULL, t_linear, 0
 static const moeq_synth_group g_nvfp4_a4[] = {GROUP(&w_nvfp4, &a_nvfp4_local, t_linear, 0)};
 static const moeq_synth_group g_mxfp4[] = {GROUP(&w_mxfp4, NULL, t_linear, 0)};
 static const moeq_synth_group g_mxfp8[] = {GROUP(&w_mxfp8, NULL, t_linear, 0)};
+static const moeq_synth_group g_mxfp8_a8[] = {GROUP(&w_mxfp8, &a_mxfp8, t_linear, 0)};
+static const moeq_synth_group g_mxfp6[] = {GROUP(&w_mxfp6, NULL, t_linear, 0)};
 static const moeq_synth_group g_mxint4[] = {GROUP(&w_int4_g32, NULL, t_linear, 0)};
 static const moeq_synth_group g_glm[] = {
     GROUP(&w_int8_g64, NULL, t_glm_int8, MOEQ_FORMAT_PACK_QUANTIZED),
@@ -264,10 +282,12 @@ static const preset k_presets[] = {
      "NVFP4: FP4 weights and FP4 inputs with a static input_global_scale",
      {QWEN(g_nvfp4_a4, i_common)}},
     {"mxfp4", "MXFP4A16: FP4 weights with E8M0 scales per 32", {QWEN(g_mxfp4, i_common)}},
-    {"mxfp8",
-     "MXFP8A16: FP8 weights with E8M0 scales per 32 (no MoE scheme "
-     "runs it yet: a reader test)",
-     {QWEN(g_mxfp8, i_common)}},
+    {"mxfp8", "MXFP8A16: FP8 weights with E8M0 scales per 32", {QWEN(g_mxfp8, i_common)}},
+    {"mxfp8-a8", "MXFP8: FP8 weights and dynamic MXFP8 inputs, E8M0 scales per 32",
+     {QWEN(g_mxfp8_a8, i_common)}},
+    {"mxfp6",
+     "MXFP6A16: FP6 E2M3 weights (four in three bytes) with E8M0 scales per 32",
+     {QWEN(g_mxfp6, i_common)}},
     {"mxint4-g32",
      "int4 group 32 symmetric weight-only (the MxInt4 layout's input)",
      {QWEN(g_mxint4, i_common)}},

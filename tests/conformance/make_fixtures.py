@@ -2,7 +2,7 @@
 """Generate the compressed-tensors conformance fixtures for moeq.
 
 Every number in the fixtures comes from the public ``compressed-tensors``
-package's own code (tested with 0.18.0): its ``calculate_qparams`` /
+package's own code (tested with 0.18.0 and 0.20.1): its ``calculate_qparams`` /
 ``generate_gparam`` for the quantization parameters, its registered
 compressors for ``compress`` and ``decompress``.  The only stand-in is the
 observer: a memoryless min/max over each scale cell, which is what
@@ -17,7 +17,15 @@ For each case this writes, under tests/data/conformance/:
 and index.json listing the cases.  moeq's tests/check_conformance.c reads
 them; CI needs no torch.
 
-Usage: /work/ctvenv/bin/python tests/conformance/make_fixtures.py [outdir]
+The output directory follows the package's version: tests/data/conformance/
+for 0.18 (kept: old checkpoints stay valid, including actorder "group" with
+g_idx), tests/data/conformance_0.20/ for 0.20 and later.  0.20 refuses
+actorder "group" (its QuantizationArgs raises "has been removed"), and adds
+MXFP6 (mxfp6-pack-quantized); cases a version cannot write are skipped and
+listed in index.json under "skipped".
+
+Usage: /work/ctvenv/bin/python tests/conformance/make_fixtures.py [outdir]      (0.18)
+       /work/venv-torch/bin/python tests/conformance/make_fixtures.py [outdir]  (0.20.1)
 """
 
 import json
@@ -36,7 +44,9 @@ from compressed_tensors.quantization.utils import calculate_qparams, generate_gp
 
 MODULE = "model.layers.0.mlp.experts.0.up_proj"
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_OUT = os.path.join(HERE, "..", "data", "conformance")
+CT_VERSION = tuple(int(x) for x in compressed_tensors.__version__.split(".")[:2])
+DEFAULT_OUT = os.path.join(HERE, "..", "data",
+                           "conformance" if CT_VERSION < (0, 20) else "conformance_0.20")
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
 ST_NAMES = {
@@ -101,6 +111,17 @@ CASES = [
     ("nvfp4_gscale_rounding_f32", "nvfp4-pack-quantized", "float32", (8, 32),
      dict(num_bits=4, type="float", symmetric=True, strategy="tensor_group", group_size=16,
           scale_dtype="float8_e4m3fn"), {"amax": 2.0383694171905518}),
+    # new in 0.20: FP6 E2M3 codes, four in three bytes, E8M0 scales per 32
+    ("mxfp6_bf16", "mxfp6-pack-quantized", "bfloat16", (16, 128),
+     dict(num_bits=6, type="float", symmetric=True, strategy="group", group_size=32,
+          scale_dtype="uint8"), {"zero_group": True, "since": (0, 20)}),
+    ("mxfp6_f32", "mxfp6-pack-quantized", "float32", (8, 64),
+     dict(num_bits=6, type="float", symmetric=True, strategy="group", group_size=32,
+          scale_dtype="uint8"), {"since": (0, 20)}),
+    # a group max just under and at the E2M3 rounding edge (7.5 * 2^k vs 7.75 * 2^k)
+    ("mxfp6_scale_edge_bf16", "mxfp6-pack-quantized", "bfloat16", (8, 32),
+     dict(num_bits=6, type="float", symmetric=True, strategy="group", group_size=32,
+          scale_dtype="uint8"), {"amax": 0.96875, "since": (0, 20)}),
 ]
 
 
@@ -143,10 +164,20 @@ def cell_min_max(w, args, perm):
 
 
 def tensor_args_json(args):
+    # 0.20 dumps only the fields that were set; the others are read back
+    # (a symmetric zp_dtype stays null, as 0.18 wrote it)
     d = args.model_dump(mode="json")
-    return {k: d[k] for k in ("num_bits", "type", "symmetric", "group_size", "strategy",
-                              "block_structure", "dynamic", "actorder", "scale_dtype",
-                              "zp_dtype")}
+    out = {}
+    for k in ("num_bits", "type", "symmetric", "group_size", "strategy", "block_structure",
+              "dynamic", "actorder", "scale_dtype", "zp_dtype"):
+        if k in d:
+            out[k] = d[k]
+            continue
+        v = getattr(args, k, None)
+        if k == "zp_dtype" and args.symmetric:
+            v = None
+        out[k] = str(v) if isinstance(v, torch.dtype) else val(v)
+    return out
 
 
 def build(name, fmt, dtype_name, shape, arg_kw, opts, seed, outdir):
@@ -243,13 +274,22 @@ def main():
     os.makedirs(outdir, exist_ok=True)
     torch.manual_seed(0)
     index = []
+    skipped = []
     for i, (name, fmt, dt, shape, kw, opts) in enumerate(CASES):
+        if CT_VERSION < opts.get("since", (0, 0)):
+            skipped.append(f"{name}: needs compressed-tensors {opts['since']}")
+            continue
+        if CT_VERSION >= (0, 20) and kw.get("actorder") == "group":
+            skipped.append(f"{name}: 0.20 refuses actorder 'group' (it 'has been removed')")
+            continue
         case = build(name, fmt, dt, shape, kw, opts, 1000 + i, outdir)
         index.append(case["name"])
         print(f"{name:40s} {case['format']:22s} {sorted(case['tensors'])}")
     with open(os.path.join(outdir, "index.json"), "w") as f:
-        json.dump({"cases": index,
-                   "compressed_tensors": compressed_tensors.__version__}, f, indent=2)
+        out = {"cases": index, "compressed_tensors": compressed_tensors.__version__}
+        if skipped:
+            out["skipped"] = skipped
+        json.dump(out, f, indent=2)
         f.write("\n")
 
 

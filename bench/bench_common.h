@@ -77,10 +77,10 @@ __attribute__((target("avx2,fma"), unused)) static double bench_fma_loop(long it
  *     widened and added into 8 int32 lanes (AVX2 fdot);
  *   vdpbf16ps (zmm): 16 lanes of 2 bfloat16 products;
  *   vpdpbusd (zmm): 16 lanes of 4 u8 x s8 products. */
-#define BENCH_MADDWD_OPS_PER_ITER (12.0 * 8 * 2 * 2)
+#define BENCH_MADDWD_OPS_PER_ITER  (12.0 * 8 * 2 * 2)
 #define BENCH_MADDUBS_OPS_PER_ITER (12.0 * 16 * 2 * 2)
-#define BENCH_DPBF16_OPS_PER_ITER (12.0 * 16 * 2 * 2)
-#define BENCH_DPBUSD_OPS_PER_ITER (12.0 * 16 * 4 * 2)
+#define BENCH_DPBF16_OPS_PER_ITER  (12.0 * 16 * 2 * 2)
+#define BENCH_DPBUSD_OPS_PER_ITER  (12.0 * 16 * 4 * 2)
 
 #define BENCH_CHAINS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
@@ -104,16 +104,14 @@ __attribute__((target("avx2"), unused)) static double bench_maddwd_loop(long ite
 }
 
 __attribute__((target("avx2"), unused)) static double bench_maddubs_loop(long iters) {
-    const __m256i x = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1),
-                  c = _mm256_set1_epi32(1);
+    const __m256i x = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1), c = _mm256_set1_epi32(1);
 #define DECL(i) __m256i a##i = _mm256_set1_epi32(i);
     BENCH_CHAINS12(DECL)
 #undef DECL
     for (long it = 0; it < iters; it++) {
         __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
         __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
-#define STEP(i) \
-    a##i = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a##i, x), ones), c);
+#define STEP(i) a##i = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a##i, x), ones), c);
         BENCH_CHAINS12(STEP)
 #undef STEP
     }

@@ -67,6 +67,103 @@ __attribute__((target("avx2,fma"), unused)) static double bench_fma_loop(long it
     return (double)l[0];
 }
 
+/* The instruction peaks moe_bench compares each case with: loops of 12
+ * independent chains of one instruction (or of the short sequence the AVX2
+ * kernels use where AVX-512 has one accumulating instruction), each chain's
+ * operand coming from its own result so that no step can be hoisted.
+ * BENCH_*_OPS_PER_ITER: operations per iteration, a multiply-add counting 2.
+ *   vpmaddwd + vpaddd (ymm): 8 lanes of 2 int16 products (AVX2 idot);
+ *   vpmaddubsw + vpmaddwd + vpaddd (ymm): 16 pairs of u8 x s8 products
+ *     widened and added into 8 int32 lanes (AVX2 fdot);
+ *   vdpbf16ps (zmm): 16 lanes of 2 bfloat16 products;
+ *   vpdpbusd (zmm): 16 lanes of 4 u8 x s8 products. */
+#define BENCH_MADDWD_OPS_PER_ITER  (12.0 * 8 * 2 * 2)
+#define BENCH_MADDUBS_OPS_PER_ITER (12.0 * 16 * 2 * 2)
+#define BENCH_DPBF16_OPS_PER_ITER  (12.0 * 16 * 2 * 2)
+#define BENCH_DPBUSD_OPS_PER_ITER  (12.0 * 16 * 4 * 2)
+
+#define BENCH_CHAINS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+__attribute__((target("avx2"), unused)) static double bench_maddwd_loop(long iters) {
+    const __m256i x = _mm256_set1_epi16(3), c = _mm256_set1_epi32(1);
+#define DECL(i) __m256i a##i = _mm256_set1_epi32(i);
+    BENCH_CHAINS12(DECL)
+#undef DECL
+    for (long it = 0; it < iters; it++) {
+        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+        __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
+#define STEP(i) a##i = _mm256_add_epi32(_mm256_madd_epi16(a##i, x), c);
+        BENCH_CHAINS12(STEP)
+#undef STEP
+    }
+    __m256i s = a0;
+#define SUM(i) s = _mm256_xor_si256(s, a##i);
+    BENCH_CHAINS12(SUM)
+#undef SUM
+    return (double)_mm256_extract_epi32(s, 0);
+}
+
+__attribute__((target("avx2"), unused)) static double bench_maddubs_loop(long iters) {
+    const __m256i x = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1), c = _mm256_set1_epi32(1);
+#define DECL(i) __m256i a##i = _mm256_set1_epi32(i);
+    BENCH_CHAINS12(DECL)
+#undef DECL
+    for (long it = 0; it < iters; it++) {
+        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+        __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
+#define STEP(i) a##i = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a##i, x), ones), c);
+        BENCH_CHAINS12(STEP)
+#undef STEP
+    }
+    __m256i s = a0;
+#define SUM(i) s = _mm256_xor_si256(s, a##i);
+    BENCH_CHAINS12(SUM)
+#undef SUM
+    return (double)_mm256_extract_epi32(s, 0);
+}
+
+#if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+/* Run only where the CPU has AVX512_BF16 (moeq__cpu_avx512bf16). */
+__attribute__((target("avx512f,avx512bf16"), unused)) static double bench_dpbf16_loop(long iters) {
+    const __m512i w = _mm512_set1_epi32(0x3F7F3F7F), x = _mm512_set1_epi32(0x33803380);
+#define DECL(i) __m512 a##i = _mm512_set1_ps((float)(i));
+    BENCH_CHAINS12(DECL)
+#undef DECL
+    for (long it = 0; it < iters; it++) {
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+#define STEP(i) a##i = _mm512_dpbf16_ps(a##i, (__m512bh)w, (__m512bh)x);
+        BENCH_CHAINS12(STEP)
+#undef STEP
+    }
+    __m512 s = a0;
+#define SUM(i) s = _mm512_add_ps(s, a##i);
+    BENCH_CHAINS12(SUM)
+#undef SUM
+    return (double)_mm512_reduce_add_ps(s);
+}
+
+/* Run only at moeq__cpu_level() 2 (AVX-512 with VNNI). */
+__attribute__((target("avx512f,avx512vnni"), unused)) static double bench_dpbusd_loop(long iters) {
+    const __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-2);
+#define DECL(i) __m512i a##i = _mm512_set1_epi32(i);
+    BENCH_CHAINS12(DECL)
+#undef DECL
+    for (long it = 0; it < iters; it++) {
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+#define STEP(i) a##i = _mm512_dpbusd_epi32(a##i, w, x);
+        BENCH_CHAINS12(STEP)
+#undef STEP
+    }
+    __m512i s = a0;
+#define SUM(i) s = _mm512_xor_si512(s, a##i);
+    BENCH_CHAINS12(SUM)
+#undef SUM
+    return (double)_mm512_reduce_add_epi32(s);
+}
+#endif
+
 /* Reads `bytes` bytes at p (32-byte aligned; a multiple of 128 is read) with
  * four independent chains of integer XORs, whatever the bits are: the read
  * bandwidth when p is far larger than the caches. */

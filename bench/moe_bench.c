@@ -6,6 +6,10 @@
  * 32 MiB L3).  Measured in the same run, for the ratios:
  *   - read bandwidth: AVX2 loads folded by XOR (bench_read_sum) over 512 MiB, 1 and 2 threads;
  *   - the FP32 FMA peak: 12 independent ymm FMA chains per thread;
+ *   - the peak of every instruction the kernels' inner loops run on this CPU
+ *     (k_ins: vdpbf16ps, vpdpbusd, or the AVX2 sequences), 12 chains per
+ *     thread, threads pinned, so that each case is also reported against the
+ *     peak of its own instruction (case_ins);
  *   - OpenBLAS sgemm on the same shapes with weights already dequantized to
  *     fp32 (per expert: M = the rows routed to it; gate, up and down; the
  *     same routing draws), its thread count set to the case's.
@@ -36,7 +40,9 @@
  * experts touched x bytes per expert, scales included, as stored after
  * finalize), GFLOP/s (2 T k 3 H I), and the ratios of the time to the memory
  * floor (bytes / bandwidth at that thread count), the compute floor
- * (flops / peak) and the OpenBLAS time.  Per-run ratios, then medians.
+ * (flops / FP32 FMA peak), the instruction floor (gate and up at gemm1's
+ * instruction peak, down at gemm2's) and the OpenBLAS time.  Per-run ratios,
+ * then medians.
  *
  * Layers are built fast: created, parameters filled with random codes and
  * valid scales, finalized (no quantizer runs).
@@ -68,26 +74,8 @@ void openblas_set_num_threads(int n);
 void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
-enum { TOPK = 8, MAX_REPS = 256, MAX_LAYERS = 8 };
-static int g_E = 128, g_H = 2048, g_I = 768;
+#include "bench_layer.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-    return bench_xorshift(&g_rng);
-}
-static double uni(void) {
-    return (double)(rnd() >> 11) / 9007199254740992.0;
-}
 
 /* ---- machine limits ------------------------------------------------------------ */
 
@@ -98,8 +86,9 @@ typedef struct thr_arg {
     double out;
     pthread_barrier_t *bar;
     double t0, t1;
-    bool pinned; /* the thread runs on CPU cpu alone (machine_whole) */
+    bool pinned; /* the thread runs on CPU cpu alone (machine_whole, the peaks) */
     int cpu;
+    int ins; /* ins_thread: which instruction (k_ins) */
 } thr_arg;
 
 /* Pins the calling thread to cpu (Linux; elsewhere nothing). */
@@ -134,6 +123,87 @@ static void *fma_thread(void *vp) {
     return NULL;
 }
 
+/* ---- instruction peaks --------------------------------------------------------------- */
+
+/* The instructions the kernels' inner loops run, each with its peak probe
+ * (bench_common.h: 12 independent chains per thread).  Peaks are in GOP/s,
+ * a multiply-add counting 2, as the cases' GFLOP/s count them. */
+typedef enum ins_id { INS_FMA, INS_MADDWD, INS_MADDUBS, INS_DPBF16, INS_DPBUSD, N_INS } ins_id;
+typedef struct ins_def {
+    const char *name;
+    double ops_per_iter;
+    double (*loop)(long iters);
+} ins_def;
+
+#if HAVE_X86_BENCH && defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+#define BENCH_AVX512_LOOP(f) f
+#else
+#define BENCH_AVX512_LOOP(f) NULL
+#endif
+#if HAVE_X86_BENCH
+#define BENCH_AVX2_LOOP(f) f
+#else
+#define BENCH_AVX2_LOOP(f) NULL
+#endif
+
+static const ins_def k_ins[N_INS] = {
+    [INS_FMA] = {"fma_f32", BENCH_FMA_FLOPS_PER_ITER, bench_fma_loop},
+    [INS_MADDWD] = {"vpmaddwd", BENCH_AVX2_LOOP(BENCH_MADDWD_OPS_PER_ITER),
+                    BENCH_AVX2_LOOP(bench_maddwd_loop)},
+    [INS_MADDUBS] = {"vpmaddubsw", BENCH_AVX2_LOOP(BENCH_MADDUBS_OPS_PER_ITER),
+                     BENCH_AVX2_LOOP(bench_maddubs_loop)},
+    [INS_DPBF16] = {"vdpbf16ps", BENCH_AVX512_LOOP(BENCH_DPBF16_OPS_PER_ITER),
+                    BENCH_AVX512_LOOP(bench_dpbf16_loop)},
+    [INS_DPBUSD] = {"vpdpbusd", BENCH_AVX512_LOOP(BENCH_DPBUSD_OPS_PER_ITER),
+                    BENCH_AVX512_LOOP(bench_dpbusd_loop)},
+};
+
+/* Whether this CPU, under the kernel table that runs (moeq__kern_best),
+ * runs instruction i: the AVX-512 ones where the table is avx512 (vdpbf16ps
+ * where the CPU has AVX512_BF16 too), the AVX2 ones where it is avx2. */
+static bool ins_runs(ins_id i) {
+    if (!k_ins[i].loop) return false;
+    const char *kern = moeq__kern_best(false)->name;
+    const bool avx512 = strcmp(kern, "avx512") == 0, avx2 = strcmp(kern, "avx2") == 0;
+    switch (i) {
+        case INS_FMA: return true;
+        case INS_MADDWD:
+        case INS_MADDUBS: return avx2;
+        case INS_DPBF16: return avx512 && moeq__cpu_avx512bf16();
+        case INS_DPBUSD: return avx512;
+        default: return false;
+    }
+}
+
+/* The instruction a projection's inner loop runs (gemm1: gate and up, the
+ * bfloat16 input of weight-only layers, or the activations' codes; gemm2:
+ * down, on the float32 intermediate, quantized again where the scheme
+ * quantizes activations), as src/layer/moe_fast.c picks them: int8
+ * activations -> idot (vpdpbusd; AVX2: vpmaddwd on int16), NVFP4 activations
+ * -> fdot (vpdpbusd; AVX2: vpmaddubsw), bfloat16 rows (FP8 activation codes,
+ * weight-only gemm1) -> tile_bf16 / gemv_bf16 (vdpbf16ps where the CPU has
+ * it, FP32 FMA elsewhere), float32 rows (weight-only gemm2) -> the FP32 tile
+ * and gemv.  The choice does not depend on T (the gemv and the tiles of a
+ * path run the same instruction). */
+static ins_id case_ins(const char *scheme, bool gemm2) {
+    const bool avx512 = strcmp(moeq__kern_best(false)->name, "avx512") == 0;
+    if (strstr(scheme, "a8_int8")) return avx512 ? INS_DPBUSD : INS_MADDWD;
+    if (strstr(scheme, "a4_nvfp4")) return avx512 ? INS_DPBUSD : INS_MADDUBS;
+    const bool bf16 = avx512 && moeq__cpu_avx512bf16();
+    if (strstr(scheme, "a8_fp8")) return bf16 ? INS_DPBF16 : INS_FMA;
+    return bf16 && !gemm2 ? INS_DPBF16 : INS_FMA; /* weight-only */
+}
+
+static void *ins_thread(void *vp) {
+    thr_arg *a = vp;
+    if (a->pinned) pin_to(a->cpu);
+    pthread_barrier_wait(a->bar);
+    a->t0 = bench_now();
+    a->out = k_ins[a->ins].loop(a->iters);
+    a->t1 = bench_now();
+    return NULL;
+}
+
 /* One sample of `threads` threads running fn; returns the wall time. */
 static double run_threads(int threads, void *(*fn)(void *), thr_arg *args) {
     pthread_t tid[8];
@@ -159,8 +229,26 @@ typedef struct samples {
     int n;
 } samples;
 static samples g_bw[3], g_peak[3]; /* by thread count */
+static samples g_ipeak[N_INS][3];  /* instruction peaks, GOP/s, by thread count */
 static float *g_stream;
 static size_t g_stream_n;
+/* The CPUs the probes' threads are pinned to (probe_cpus_init; Linux;
+ * unpinned, two new threads often start on one CPU and share it for the
+ * whole probe, before the scheduler moves one). */
+static int g_probe_cpu[2];
+static bool g_probe_pinned;
+
+static void probe_cpus_init(void) {
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++) {
+        if (CPU_ISSET((size_t)c, &set)) g_probe_cpu[n++] = c;
+    }
+    g_probe_pinned = n == 2;
+#endif
+}
 
 static void sample_limits(int reps) {
     for (int threads = 1; threads <= 2; threads++) {
@@ -174,12 +262,24 @@ static void sample_limits(int reps) {
             double dt = run_threads(threads, bw_thread, a);
             if (g_bw[threads].n < MAX_SAMPLES)
                 g_bw[threads].v[g_bw[threads].n++] = (double)g_stream_n * 4 / dt / 1e9;
-            long iters = 4000000;
-            for (int i = 0; i < threads; i++) a[i].iters = iters;
-            dt = run_threads(threads, fma_thread, a);
-            if (g_peak[threads].n < MAX_SAMPLES)
-                g_peak[threads].v[g_peak[threads].n++] =
-                    (double)iters * BENCH_FMA_FLOPS_PER_ITER * threads / dt / 1e9;
+            /* the peaks: each instruction this CPU runs, a thread pinned to each CPU */
+            for (int k = 0; k < N_INS; k++) {
+                if (!ins_runs((ins_id)k)) continue;
+                /* about 7 ms per sample at the FP32 FMA loop's rate (two FMAs a cycle) */
+                long iters = (long)(4000000.0 * BENCH_FMA_FLOPS_PER_ITER / k_ins[k].ops_per_iter);
+                for (int i = 0; i < threads; i++) {
+                    a[i].iters = iters;
+                    a[i].ins = k;
+                    a[i].pinned = g_probe_pinned;
+                    a[i].cpu = g_probe_cpu[i];
+                }
+                dt = run_threads(threads, ins_thread, a);
+                samples *sm = &g_ipeak[k][threads];
+                if (sm->n < MAX_SAMPLES)
+                    sm->v[sm->n++] = (double)iters * k_ins[k].ops_per_iter * threads / dt / 1e9;
+                if (k == INS_FMA && g_peak[threads].n < MAX_SAMPLES)
+                    g_peak[threads].v[g_peak[threads].n++] = sm->v[sm->n - 1];
+            }
         }
     }
 }
@@ -195,13 +295,9 @@ static double sample_median(const samples *s) {
  * a 2-thread reference down with it), 0 where the process has fewer than two
  * CPUs; and the median of the run's 2-thread read-bandwidth samples so far
  * (sample_limits), where g_stream holds at least PROBE_SPAN read probes
- * (g_probe_reads).  g_probe_cpu: the two CPUs the probe's threads are pinned
- * to (Linux; unpinned, two new threads often start on one CPU and share it
- * for the whole probe, before the scheduler moves one). */
+ * (g_probe_reads). */
 static double g_whole_ref;
 static bool g_probe_reads;
-static int g_probe_cpu[2];
-static bool g_probe_pinned;
 static size_t g_probe_at; /* where in g_stream the next read probe starts (floats) */
 enum { MAX_ATTEMPTS = 3, PROBE_SPAN = 8 };
 static double g_wait_s = 3;                  /* await_whole's limit: 0 with --quick (one probe) */
@@ -210,14 +306,7 @@ static double g_wait_s = 3;                  /* await_whole's limit: 0 with --qu
 static void whole_init(void) {
     g_whole_ref = 0;
 #ifdef __linux__
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return;
-    int n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++) {
-        if (CPU_ISSET((size_t)c, &set)) g_probe_cpu[n++] = c;
-    }
-    if (n < 2) return;
-    g_probe_pinned = true;
+    if (!g_probe_pinned) return;
 #else
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
 #endif
@@ -286,183 +375,6 @@ static bool await_whole(probe *got, double *waited) {
     return whole;
 }
 
-/* ---- routing ----------------------------------------------------------------------- */
-
-static void draw_routing(int T, int32_t *ids, float *w) {
-    for (int t = 0; t < T; t++) {
-        float sum = 0;
-        for (int j = 0; j < TOPK; j++) {
-            int e;
-            bool again;
-            do {
-                e = (int)(uni() * g_E);
-                again = false;
-                for (int i = 0; i < j; i++) again |= ids[t * TOPK + i] == e;
-            } while (again);
-            ids[t * TOPK + j] = e;
-            w[t * TOPK + j] = (float)(0.1 + uni());
-            sum += w[t * TOPK + j];
-        }
-        for (int j = 0; j < TOPK; j++) w[t * TOPK + j] /= sum;
-    }
-}
-
-static int distinct_experts(int T, const int32_t *ids) {
-    static uint8_t seen[4096];
-    memset(seen, 0, (size_t)g_E);
-    int n = 0;
-    for (int i = 0; i < T * TOPK; i++) {
-        if (!seen[ids[i]]) {
-            seen[ids[i]] = 1;
-            n++;
-        }
-    }
-    return n;
-}
-
-/* ---- building layers ---------------------------------------------------------------- */
-
-typedef struct scheme_def {
-    const char *name;
-    const char *weights, *inputs, *format;
-} scheme_def;
-
-static const scheme_def k_schemes[] = {
-    {"wna16", "{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized"},
-    {"w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}",
-     "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "int-quantized"},
-    {"w8a8_fp8", "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
-     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
-     "float-quantized"},
-    {"w4a4_nvfp4",
-     "{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16,"
-     "\"scale_dtype\":\"torch.float8_e4m3fn\"}",
-     "{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"tensor_group\",\"group_size\":16,"
-     "\"dynamic\":\"local\"}",
-     "nvfp4-pack-quantized"},
-    {"w4a16_mxfp4",
-     "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
-     "null", "mxfp4-pack-quantized"},
-    /* beyond the list: int4 weights on int8 and on FP8 activations */
-    {"w4a8_int8", "{\"num_bits\":4,\"group_size\":128}",
-     "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "pack-quantized"},
-    {"w4a8_fp8", "{\"num_bits\":4,\"group_size\":128}",
-     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
-     "pack-quantized"},
-};
-
-/* Resident memory of the process, MB. */
-static double rss_mb(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long pages = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-        fclose(f);
-    }
-    return (double)resident * 4096.0 / 1e6;
-}
-
-static void die(const char *what, const moeq_error *err) {
-    fprintf(stderr, "moe_bench: %s: %s\n", what, err ? err->message : "");
-    exit(1);
-}
-
-static void fill_random_bytes(uint8_t *p, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t r = rnd();
-        memcpy(p + i, &r, 8);
-    }
-    for (; i < n; i++) p[i] = (uint8_t)rnd();
-}
-
-/* Random codes and valid scales straight into the parameters. */
-static void fill_params(moeq_moe *layer) {
-    moeq_moe *l = layer;
-    for (uint32_t i = 0; i < l->n_params; i++) {
-        moeq__param *p = &l->params[i];
-        moeq_param *q = &p->pub;
-        if (!q->required || q->layout == MOEQ_LAYOUT_DERIVED) continue;
-        const char *n = p->name;
-        bool w13 = strncmp(n, "w13_", 4) == 0;
-        size_t count = q->nbytes / moeq_dtype_size(q->dtype);
-        if (strstr(n, "weight_shape")) {
-            int64_t *v = q->data;
-            for (size_t e = 0; e < count / 2; e++) {
-                v[2 * e] = w13 ? g_I : g_H;
-                v[2 * e + 1] = w13 ? g_H : g_I;
-            }
-        } else if (strstr(n, "global_scale")) {
-            float *v = q->data;
-            for (size_t j = 0; j < count; j++) v[j] = strstr(n, "input") ? 200.0f : 1000.0f;
-        } else if (strstr(n, "scale")) {
-            uint8_t *b = q->data;
-            for (size_t j = 0; j < count; j++) {
-                float s = (float)(0.002 + 0.01 * uni());
-                switch (q->dtype) {
-                    case MOEQ_DTYPE_F32: memcpy(b + 4 * j, &s, 4); break;
-                    case MOEQ_DTYPE_BF16: {
-                        uint16_t h = moeq__f32_to_bf16(s);
-                        memcpy(b + 2 * j, &h, 2);
-                        break;
-                    }
-                    case MOEQ_DTYPE_F16: {
-                        uint16_t h = moeq__f32_to_f16(s);
-                        memcpy(b + 2 * j, &h, 2);
-                        break;
-                    }
-                    case MOEQ_DTYPE_F8_E4M3: b[j] = (uint8_t)(0x28 + rnd() % 0x20); break;
-                    case MOEQ_DTYPE_U8: b[j] = (uint8_t)(118 + rnd() % 8); break;
-                    default: break;
-                }
-            }
-        } else {
-            fill_random_bytes(q->data, q->nbytes);
-            if (q->dtype == MOEQ_DTYPE_F8_E4M3) {
-                uint8_t *b = q->data;
-                for (size_t j = 0; j < q->nbytes; j++) {
-                    if ((b[j] & 0x7F) == 0x7F) b[j] ^= 0x01; /* no NaN codes */
-                }
-            }
-        }
-        memset(p->loaded, 1, (size_t)l->cfg.num_local_experts * 2);
-    }
-}
-
-static moeq_moe *build_layer(const scheme_def *s, moeq_config **cfg_out) {
-    char json[2048];
-    snprintf(json, sizeof json,
-             "{\"quant_method\":\"compressed-tensors\",\"format\":\"mixed-precision\","
-             "\"config_groups\":{\"experts\":{\"targets\":[\"re:.*experts.*\"],\"format\":"
-             "\"%s\",\"weights\":%s,\"input_activations\":%s}}}",
-             s->format, s->weights, s->inputs);
-    moeq_error err;
-    moeq_config *cfg = NULL;
-    if (moeq_config_parse(json, strlen(json), NULL, &cfg, &err) != MOEQ_OK) die("config", &err);
-    moeq_resolution res;
-    if (moeq_resolve_moe(cfg, "model.layers.0.mlp.experts", (uint32_t)g_E, NULL, NULL, &res,
-                         &err) != MOEQ_OK)
-        die("resolve", &err);
-    moeq_selection sel;
-    if (moeq_select(&res, "model.layers.0.mlp.experts", NULL, &sel, &err) != MOEQ_OK)
-        die("select", &err);
-    if (strcmp(moeq_scheme_name(sel.scheme), s->name) != 0) {
-        fprintf(stderr, "moe_bench: selected %s, want %s\n", moeq_scheme_name(sel.scheme), s->name);
-        exit(1);
-    }
-    moeq_moe_config mc;
-    if (moeq_moe_config_init(&mc, cfg, &res, &sel, &err) != MOEQ_OK) die("config", &err);
-    mc.num_experts = g_E;
-    mc.hidden_size = g_H;
-    mc.intermediate_size = g_I;
-    moeq_moe *layer = NULL;
-    if (moeq_moe_create(&mc, &layer, &err) != MOEQ_OK) die("create", &err);
-    fill_params(layer);
-    if (moeq_moe_finalize(layer, &err) != MOEQ_OK) die("finalize", &err);
-    *cfg_out = cfg;
-    return layer;
-}
-
 /* ---- cases -------------------------------------------------------------------------- */
 
 typedef struct opts {
@@ -502,7 +414,7 @@ static bool int_opt(const char *opt, const char *arg, int lo, int hi, int *out) 
 static int reps_for(const opts *o, int T) {
     if (o->reps) return o->reps;
     if (o->quick) return 3;
-    return T == 1 ? 201 : T == 32 ? 15 : 5;
+    return T == 1 ? 201 : T == 32 ? 15 : T == 128 ? 7 : 5;
 }
 
 static uint16_t *make_x(int T) {
@@ -558,8 +470,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
             if (!int_opt(argv[i], argv[i + 1], 1, 512, &o.tokens)) return 2;
             i++;
-            if (o.tokens != 1 && o.tokens != 32 && o.tokens != 512) {
-                fprintf(stderr, "moe_bench: --tokens %d: the cases are 1, 32 and 512\n", o.tokens);
+            if (o.tokens != 1 && o.tokens != 32 && o.tokens != 128 && o.tokens != 512) {
+                fprintf(stderr, "moe_bench: --tokens %d: the cases are 1, 32, 128 and 512\n",
+                        o.tokens);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
@@ -587,14 +500,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (o.quick && o.tokens == 512) {
+    if (o.quick && o.tokens >= 128) {
         fprintf(stderr, "moe_bench: --quick runs T = 1 and 32 only\n");
         return 2;
     }
     if (o.quick) g_E = 16;
-    const int Ts_full[] = {1, 32, 512}, Ts_quick[] = {1, 32};
+    const int Ts_full[] = {1, 32, 128, 512}, Ts_quick[] = {1, 32};
     const int *Ts = o.quick ? Ts_quick : Ts_full;
-    int nT = o.quick ? 2 : 3;
+    int nT = o.quick ? 2 : 4;
     int maxT = 0;
     for (int i = 0; i < nT; i++) maxT = Ts[i] > maxT ? Ts[i] : maxT;
 
@@ -604,6 +517,7 @@ int main(int argc, char **argv) {
     if (o.quick) g_wait_s = 0;
     g_stream = aligned_alloc(64, g_stream_n * 4);
     for (size_t i = 0; i < g_stream_n; i++) g_stream[i] = (float)(i & 1023);
+    probe_cpus_init();
     sample_limits(o.quick ? 1 : 5);
     whole_init();
 
@@ -612,8 +526,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nT; i++)
         max_reps = reps_for(&o, Ts[i]) > max_reps ? reps_for(&o, Ts[i]) : max_reps;
     int draws = max_reps + 2;
-    int32_t *ids[3];
-    float *wts[3];
+    int32_t *ids[4];
+    float *wts[4];
     for (int ti = 0; ti < nT; ti++) {
         ids[ti] = malloc(sizeof(int32_t) * (size_t)(Ts[ti] * TOPK * draws));
         wts[ti] = malloc(sizeof(float) * (size_t)(Ts[ti] * TOPK * draws));
@@ -625,10 +539,10 @@ int main(int argc, char **argv) {
     uint16_t *out = malloc(sizeof(uint16_t) * (size_t)maxT * (size_t)g_H);
 
     /* OpenBLAS baseline: one fp32 layer (far above L3), same draws. */
-    double blas_ms[3][3];
-    int blas_attempts[3][3] = {{0}};
+    double blas_ms[4][3];
+    int blas_attempts[4][3] = {{0}};
     double blas_waited = 0; /* seconds, every OpenBLAS case (await_whole) */
-    for (int i = 0; i < 3; i++) blas_ms[i][0] = blas_ms[i][1] = blas_ms[i][2] = (double)NAN;
+    for (int i = 0; i < 4; i++) blas_ms[i][0] = blas_ms[i][1] = blas_ms[i][2] = (double)NAN;
     {
         blas_layer bl;
         size_t per = (size_t)g_E * (size_t)g_I * (size_t)g_H;
@@ -737,19 +651,26 @@ int main(int argc, char **argv) {
     }
     sample_limits(o.quick ? 1 : 5);
 
-    double bw[3], peak[3];
+    double bw[3], peak[3], ipeak[N_INS][3];
     for (int t = 1; t <= 2; t++) {
         bw[t] = sample_median(&g_bw[t]);
         peak[t] = sample_median(&g_peak[t]);
+        for (int k = 0; k < N_INS; k++) ipeak[k][t] = sample_median(&g_ipeak[k][t]);
     }
     if (!o.json) {
         printf("machine: read bandwidth %.1f GB/s (1 thread), %.1f GB/s (2 threads); FP32 FMA peak "
                "%.1f GFLOP/s (1), %.1f GFLOP/s (2); kernels: %s\n",
                bw[1], bw[2], peak[1], peak[2], moeq__kern_best(false)->name);
+        printf("instruction peaks, GOP/s (1 thread, 2 threads; a thread pinned to each CPU):");
+        for (int k = 0; k < N_INS; k++) {
+            if (g_ipeak[k][1].n) printf("  %s %.1f, %.1f", k_ins[k].name, ipeak[k][1], ipeak[k][2]);
+        }
+        printf("\n");
         printf("layer: %d experts, top-%d, hidden %d, intermediate %d; bf16 in/out\n", g_E, TOPK,
                g_H, g_I);
-        printf("%-12s %5s %3s %9s %19s %8s %8s %8s %8s %8s\n", "scheme", "T", "thr", "ms",
-               "(min..max)", "GB/s", "GFLOP/s", "mem_x", "comp_x", "blas_x");
+        printf("%-12s %5s %3s %9s %19s %8s %8s %8s %8s %8s %6s %s\n", "scheme", "T", "thr", "ms",
+               "(min..max)", "GB/s", "GFLOP/s", "mem_x", "comp_x", "blas_x", "%peak",
+               "instruction (gate+up/down)");
     }
     int retried = 0, contended = 0;
     double waited = blas_waited;
@@ -776,6 +697,13 @@ int main(int argc, char **argv) {
         double gflops = flops / (ms * 1e-3) / 1e9;
         double comp_x = (ms * 1e-3) / (flops / (peak[r->threads] * 1e9));
         double blas_x = ms / blas_ms[ti][r->threads];
+        /* The instruction floor: gate and up (2/3 of the flops) at the peak of
+         * gemm1's instruction, down (1/3) at gemm2's (case_ins). */
+        const ins_id i1 = case_ins(r->scheme, false), i2 = case_ins(r->scheme, true);
+        const double p1 = ipeak[i1][r->threads], p2 = ipeak[i2][r->threads];
+        const double ins_floor_s = (flops * 2 / 3) / (p1 * 1e9) + (flops / 3) / (p2 * 1e9);
+        const double ins_x = (ms * 1e-3) / ins_floor_s;
+        const bool ins_ok = isfinite(ins_x);
         if (o.json) {
             printf("{\"scheme\": \"%s\", \"tokens\": %d, \"threads\": %d, \"ms\": %.4f, "
                    "\"ms_min\": %.4f, \"ms_max\": %.4f, \"weight_gbps\": %.3f, \"gflops\": %.3f, "
@@ -784,18 +712,33 @@ int main(int argc, char **argv) {
                    "\"bandwidth_gbps\": %.3f, \"peak_gflops\": %.3f, \"kernels\": \"%s\", "
                    "\"attempts\": %d, \"contended\": %s, \"openblas_attempts\": %d, "
                    "\"probe_gflops\": [%.1f, %.1f], \"probe_gbps\": [%.1f, %.1f], "
-                   "\"waited_s\": %.2f}\n",
+                   "\"waited_s\": %.2f, ",
                    r->scheme, r->T, r->threads, ms, tmin * 1e3, tmax * 1e3, gbps, gflops, mem_x,
                    comp_x, blas_x, blas_ms[ti][r->threads], bytes_sum / r->n, bw[r->threads],
                    peak[r->threads], moeq__kern_best(false)->name, r->attempts,
                    r->contended ? "true" : "false", blas_attempts[ti][r->threads],
                    r->probe[0].gflops, r->probe[1].gflops, r->probe[0].gbps, r->probe[1].gbps,
                    r->waited);
+            if (ins_ok) {
+                printf("\"instr\": \"%s\", \"instr_peak_gops\": %.3f, \"instr_down\": \"%s\", "
+                       "\"instr_down_peak_gops\": %.3f, \"instr_floor_ratio\": %.4f, "
+                       "\"instr_peak_fraction\": %.4f}\n",
+                       k_ins[i1].name, p1, k_ins[i2].name, p2, ins_x, 1 / ins_x);
+            } else {
+                printf("\"instr\": null, \"instr_peak_gops\": null, \"instr_down\": null, "
+                       "\"instr_down_peak_gops\": null, \"instr_floor_ratio\": null, "
+                       "\"instr_peak_fraction\": null}\n");
+            }
         } else {
             char range[64];
             snprintf(range, sizeof range, "(%.3f..%.3f)", tmin * 1e3, tmax * 1e3);
-            printf("%-12s %5d %3d %9.3f %19s %8.2f %8.1f %8.2f %8.2f %8.2f%s\n", r->scheme, r->T,
-                   r->threads, ms, range, gbps, gflops, mem_x, comp_x, blas_x,
+            char insn[48] = "-";
+            if (ins_ok && i1 == i2) snprintf(insn, sizeof insn, "%s", k_ins[i1].name);
+            if (ins_ok && i1 != i2)
+                snprintf(insn, sizeof insn, "%s/%s", k_ins[i1].name, k_ins[i2].name);
+            printf("%-12s %5d %3d %9.3f %19s %8.2f %8.1f %8.2f %8.2f %8.2f %5.0f%% %s%s\n",
+                   r->scheme, r->T, r->threads, ms, range, gbps, gflops, mem_x, comp_x, blas_x,
+                   ins_ok ? 100 / ins_x : (double)NAN, insn,
                    r->contended      ? " *"
                    : r->attempts > 1 ? " (again)"
                                      : "");

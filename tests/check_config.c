@@ -381,9 +381,16 @@ START_TEST(test_args_case_and_legacy_forms) {
         snprintf(w, sizeof w, "{'num_bits': 4, 'group_size': 128, 'actorder': %s}", ao[i].value);
         cfg = weights_cfg(w);
         ck_assert_int_eq(group_of(cfg, 0).weights->actorder, ao[i].want);
-        /* CT's deprecation warning comes with the string forms of group only */
-        bool warned = has_warning(cfg, "actorder='group' (and its alias 'dynamic') will be removed");
-        ck_assert_int_eq(warned, ao[i].value[0] == '\'' && moeq_actorder_is_group(ao[i].want));
+        /* every form of group (CT 0.20 removed them all) says that 0.20 cannot load it
+         * and that moeq still reads it */
+        char want[320];
+        snprintf(want, sizeof want,
+                 "actorder=%s is activation ordering by group (g_idx), which compressed-tensors "
+                 "0.20 removed: it no longer writes it and cannot load this config. moeq keeps "
+                 "reading such checkpoints",
+                 ao[i].value);
+        ck_assert_int_eq(has_warning(cfg, want), moeq_actorder_is_group(ao[i].want));
+        ck_assert_int_eq(has_warning(cfg, "will be removed"), 0);
         moeq_config_destroy(cfg);
     }
     /* weight actorder goes with any strategy since 0.14 */
@@ -1159,13 +1166,30 @@ START_TEST(test_other_warnings) {
     ck_assert(has_warning(cfg, "quantization_config.quant_method: missing; assuming"));
     moeq_config_destroy(cfg);
 
-    /* weights and inputs both group with different sizes (CT's warning) */
-    cfg = ok_sq("{'config_groups': {'g': {'targets': ['Linear'], 'weights': {'num_bits': 4, "
+    /* weights and inputs both group with different sizes, same bits and type (CT's warning) */
+    cfg = ok_sq("{'config_groups': {'g': {'targets': ['Linear'], 'weights': {'num_bits': 8, "
                 "'group_size': 128}, 'input_activations': {'num_bits': 8, 'group_size': 64, "
                 "'dynamic': true}}}}");
     ck_assert(has_warning(cfg, "config_groups.g: Using GROUP strategy for both weights and "
                                "input_activations with different group sizes (128 vs 64) may "
                                "complicate fused kernel implementations."));
+    moeq_config_destroy(cfg);
+    /* ... but not for inputs of another bit width or type (CT 0.20: MXFP4XFP8 on purpose) */
+    static const char *const other_inputs[] = {
+        "{'num_bits': 8, 'group_size': 64, 'dynamic': true}",
+        "{'num_bits': 4, 'type': 'float', 'group_size': 64, 'dynamic': true}"};
+    for (size_t i = 0; i < MOEQ__ARRAY_LEN(other_inputs); i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{'config_groups': {'g': {'targets': ['Linear'], 'weights': {'num_bits': 4, "
+                 "'group_size': 128}, 'input_activations': %s}}}",
+                 other_inputs[i]);
+        cfg = ok_sq(json);
+        ck_assert(!has_warning(cfg, "different group sizes"));
+        moeq_config_destroy(cfg);
+    }
+    cfg = ok_sq("{'config_groups': {'MXFP4XFP8': ['Linear']}}");
+    ck_assert_int_eq(moeq_config_warning_count(cfg), 0);
     moeq_config_destroy(cfg);
 }
 END_TEST

@@ -51,6 +51,8 @@ typedef struct moe_case {
     "{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
 #define MXFP8_W                                                                                    \
     "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
+#define MXFP6_W                                                                                    \
+    "{\"num_bits\":6,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
 #define MXFP8_A                                                                                    \
     "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"dynamic\":true,"                    \
     "\"scale_dtype\":\"torch.uint8\"}"
@@ -110,6 +112,12 @@ static const moe_case k_cases[] = {
     /* compressed-tensors 0.20's MX presets */
     {"w8a16_mxfp8", MXFP8_W, "null", "mxfp8-quantized", 0, 0, 1e-5},
     {"w8a8_mxfp8", MXFP8_W, MXFP8_A, "mxfp8-quantized", 0, 0, 2e-3},
+    {"w6a16_mxfp6", MXFP6_W, "null", "mxfp6-pack-quantized", 0, 0, 1e-5},
+    {"w6a8_mxfp6", MXFP6_W, MXFP8_A, "mxfp6-pack-quantized", 0, 0, 2e-3},
+    {"w4a8_mxfp4", MXFP4_W,
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,\"dynamic\":"
+     "true}",
+     "mxfp4-pack-quantized", 0, 0, 2e-3},
 };
 
 static const char *const k_proj[3] = {"gate_proj", "up_proj", "down_proj"};

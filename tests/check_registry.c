@@ -102,6 +102,15 @@ static const select_case k_cases[] = {
     {"{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
      "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"dynamic\":true,\"scale_dtype\":\"torch.uint8\"}",
      "mxfp8-quantized", 0, 0, "w8a8_mxfp8"},
+    /* MXFP6A16, MXFP6A8, MXFP4XFP8 (0.20) */
+    {"{\"num_bits\":6,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}", "null",
+     "mxfp6-pack-quantized", 0, 0, "w6a16_mxfp6"},
+    {"{\"num_bits\":6,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"dynamic\":true,\"scale_dtype\":\"torch.uint8\"}",
+     "mxfp6-pack-quantized", 0, 0, "w6a8_mxfp6"},
+    {"{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,\"dynamic\":true}",
+     "mxfp4-pack-quantized", 0, 0, "w4a8_mxfp4"},
     /* dense format: weights were stored decompressed */
     {"{\"num_bits\":4,\"group_size\":128}", "null", "dense", 0, 0, "unquantized"},
     /* Nothing takes these. */
@@ -111,6 +120,13 @@ static const select_case k_cases[] = {
      NULL},
     {"{\"num_bits\":4,\"group_size\":128,\"symmetric\":false}",
      "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "pack-quantized", 0, 0, NULL},
+    /* MX weights with inputs none of their schemes quantize so */
+    {"{\"num_bits\":6,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,\"dynamic\":true}",
+     "mxfp6-pack-quantized", 0, 0, NULL},
+    {"{\"num_bits\":4,\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}",
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":64,\"dynamic\":true}",
+     "mxfp4-pack-quantized", 0, 0, NULL},
     {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}",
      "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}", "mxfp4-pack-quantized", 0, 0,
      NULL},

@@ -310,6 +310,11 @@ static const moeq_test_scheme_args k_test_schemes[] = {
     {"{\"num_bits\":4,\"group_size\":32}", "null", "pack-quantized", 1, 0},
     {MX_W(8), "null", "mxfp8-quantized", 0, 0},
     {MX_W(8), MX_A8, "mxfp8-quantized", 0, 0},
+    {MX_W(6), "null", "mxfp6-pack-quantized", 0, 0},
+    {MX_W(6), MX_A8, "mxfp6-pack-quantized", 0, 0},
+    {MX_W(4), "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,"
+              "\"dynamic\":true}",
+     "mxfp4-pack-quantized", 0, 0},
 };
 _Static_assert(sizeof k_test_schemes / sizeof k_test_schemes[0] == MOEQ_SCHEME_COUNT,
                "one entry per scheme, in moeq_scheme_id order");

@@ -480,7 +480,10 @@ MOEQ_API moeq_status moeq_resolve_moe(const moeq_config *cfg, const char *prefix
     X(NPU_W4A8_INT8, 12, "npu_w4a8_int8")                                       \
     X(NPU_W4A16_INT4, 13, "npu_w4a16_int4")                                    \
     X(W8A16_MXFP8, 14, "w8a16_mxfp8")                                           \
-    X(W8A8_MXFP8, 15, "w8a8_mxfp8")
+    X(W8A8_MXFP8, 15, "w8a8_mxfp8")                                             \
+    X(W6A16_MXFP6, 16, "w6a16_mxfp6")                                           \
+    X(W6A8_MXFP6, 17, "w6a8_mxfp6")                                             \
+    X(W4A8_MXFP4, 18, "w4a8_mxfp4")
 
 typedef enum moeq_scheme_id {
 #define MOEQ_X_(name, value, text) MOEQ_SCHEME_##name = value,

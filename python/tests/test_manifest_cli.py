@@ -9,7 +9,7 @@ import pytest
 
 import moeq
 
-PRESETS = [name for name, _ in moeq.synth_presets() if name != "mxfp6"]
+PRESETS = [name for name, _ in moeq.synth_presets()]
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -644,11 +644,26 @@ static moeq_status read_dynamic(parse_ctx *ctx, const char *p, const cJSON *v, r
     return MOEQ_STATUS_OK;
 }
 
+/* actorder 'group' (true, "group", "dynamic"): compressed-tensors 0.20 removed
+ * it (its QuantizationArgs raise "has been removed") and no longer writes or
+ * reads such configs; checkpoints written before carry g_idx, which moeq
+ * still applies. */
+static moeq_status warn_actorder_group(parse_ctx *ctx, const char *p, const char *given,
+                                       bool quoted) {
+    const char *q = quoted ? "'" : "";
+    return warn(ctx,
+                "%s: actorder=%s%s%s is activation ordering by group (g_idx), which "
+                "compressed-tensors 0.20 removed: it no longer writes it and cannot load this "
+                "config. moeq keeps reading such checkpoints (their g_idx is applied); new "
+                "checkpoints use actorder='weight' or null.",
+                p, q, given, q);
+}
+
 static moeq_status read_actorder(parse_ctx *ctx, const char *p, const cJSON *v, raw_args *r) {
     if (cJSON_IsNull(v)) return MOEQ_STATUS_OK;
     if (cJSON_IsBool(v)) {
         r->actorder = cJSON_IsTrue(v) ? MOEQ_ACTORDER_GROUP : MOEQ_ACTORDER_NONE;
-        return MOEQ_STATUS_OK;
+        return cJSON_IsTrue(v) ? warn_actorder_group(ctx, p, "true", false) : MOEQ_STATUS_OK;
     }
     if (!cJSON_IsString(v)) return type_error(ctx, p, "a string, true, false or null", v);
     int i = MOEQ__ACTORDER_COUNT - 1; /* index 0 is "none", which is not a valid string */
@@ -660,12 +675,7 @@ static moeq_status read_actorder(parse_ctx *ctx, const char *p, const cJSON *v, 
                            p, v->valuestring);
     }
     r->actorder = i;
-    if (moeq_actorder_is_group(r->actorder)) {
-        /* CT logs this deprecation for the string forms only. */
-        return warn(ctx, "%s: actorder='group' (and its alias 'dynamic') will be removed in a "
-                         "future release. Please use actorder='weight' instead for activation "
-                         "ordering during calibration.", p);
-    }
+    if (moeq_actorder_is_group(r->actorder)) return warn_actorder_group(ctx, p, v->valuestring, true);
     return MOEQ_STATUS_OK;
 }
 
@@ -1106,7 +1116,9 @@ static moeq_status validate_scheme(parse_ctx *ctx, const char *gpath, const moeq
                            "QuantizationScheme", p);
     }
     if (g->has_input && g->has_weights && g->weights.strategy == MOEQ_STRATEGY_GROUP &&
-        g->input.strategy == MOEQ_STRATEGY_GROUP && g->weights.group_size != g->input.group_size) {
+        g->input.strategy == MOEQ_STRATEGY_GROUP && g->weights.group_size != g->input.group_size &&
+        /* CT 0.20: inputs of another bit width or type (MXFP4XFP8) differ on purpose */
+        g->weights.num_bits == g->input.num_bits && g->weights.type == g->input.type) {
         return warn(ctx, "%s: Using GROUP strategy for both weights and input_activations with "
                          "different group sizes (%d vs %d) may complicate fused kernel "
                          "implementations. Consider using TENSOR_GROUP strategy for both or "

@@ -118,7 +118,7 @@ moeq_status moeq__moe_add_fp6_weights(moeq_moe *l, moeq_error *err) {
                            "and intermediate_size (%lld) must be multiples of 4",
                            l->scheme->name, (long long)d.H, (long long)d.I);
     }
-    moeq_status st = add3(l, "w13_weight_packed", MOEQ_DTYPE_U8, 2 * d.I, d.H / 4 * 3,
+    moeq_status st = add3(l, "w13_weight_packed", MOEQ_DTYPE_U8, d.S * d.I, d.H / 4 * 3,
                           "weight_packed", MOEQ_LAYOUT_SHARDED, -1, false, true, MOEQ__DT(U8), err);
     if (st != MOEQ_STATUS_OK) return st;
     return add3(l, "w2_weight_packed", MOEQ_DTYPE_U8, d.H, d.I / 4 * 3, "weight_packed",

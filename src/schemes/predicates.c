@@ -171,3 +171,18 @@ bool moeq__need_mxfp8_inputs(const moeq__select_in *in, char *why, size_t n) {
     }
     return true;
 }
+
+bool moeq__need_fp8_group_inputs(const moeq__select_in *in, int32_t group_size, char *why,
+                                 size_t n) {
+    if (!moeq__need_input_type(in, MOEQ_QTYPE_FLOAT, 8, why, n)) return false;
+    const moeq_quant_args *a = in->a;
+    if (a->dynamic != MOEQ_DYNAMIC_TRUE || a->strategy != MOEQ_STRATEGY_GROUP ||
+        a->group_size != group_size || a->scale_dtype == MOEQ_DTYPE_U8) {
+        char s[96];
+        moeq_quant_args_summary(a, s, sizeof s);
+        return moeq__reject(why, n,
+                            "input activations are %s; needs FP8 dynamic group(%d) with float "
+                            "scales", s, (int)group_size);
+    }
+    return true;
+}

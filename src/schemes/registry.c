@@ -31,6 +31,9 @@ static const moeq__scheme *const k_schemes[MOEQ_SCHEME_COUNT] = {
     [MOEQ_SCHEME_NPU_W4A16_INT4] = &moeq__scheme_npu_w4a16_int4,
     [MOEQ_SCHEME_W8A16_MXFP8] = &moeq__scheme_w8a16_mxfp8,
     [MOEQ_SCHEME_W8A8_MXFP8] = &moeq__scheme_w8a8_mxfp8,
+    [MOEQ_SCHEME_W6A16_MXFP6] = &moeq__scheme_w6a16_mxfp6,
+    [MOEQ_SCHEME_W6A8_MXFP6] = &moeq__scheme_w6a8_mxfp6,
+    [MOEQ_SCHEME_W4A8_MXFP4] = &moeq__scheme_w4a8_mxfp4,
 };
 
 /* The selection policy, in order. */
@@ -54,6 +57,9 @@ static const moeq__scheme *const k_selection_order[] = {
     /* compressed-tensors 0.20's MX presets */
     &moeq__scheme_w8a16_mxfp8,
     &moeq__scheme_w8a8_mxfp8,
+    &moeq__scheme_w6a16_mxfp6,
+    &moeq__scheme_w6a8_mxfp6,
+    &moeq__scheme_w4a8_mxfp4,
 };
 
 _Static_assert(MOEQ__ARRAY_LEN(k_selection_order) == MOEQ_SCHEME_COUNT,

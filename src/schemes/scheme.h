@@ -89,6 +89,10 @@ bool moeq__need_mx_weights(const moeq__select_in *in, int32_t bits, int32_t form
                            const char *what, char *why, size_t n);
 /* MXFP8 inputs: float8, dynamic, group 32 with scale_dtype uint8 (E8M0). */
 bool moeq__need_mxfp8_inputs(const moeq__select_in *in, char *why, size_t n);
+/* FP8 inputs quantized per token in groups of `group_size` columns, dynamic,
+ * float scales (CT's FP8_BLOCK / MXFP4XFP8 inputs). */
+bool moeq__need_fp8_group_inputs(const moeq__select_in *in, int32_t group_size, char *why,
+                                 size_t n);
 
 /* Every scheme. */
 extern const moeq__scheme moeq__scheme_unquantized;
@@ -104,6 +108,9 @@ extern const moeq__scheme moeq__scheme_w4a8_int8;
 extern const moeq__scheme moeq__scheme_w4a8_fp8;
 extern const moeq__scheme moeq__scheme_w8a16_mxfp8;
 extern const moeq__scheme moeq__scheme_w8a8_mxfp8;
+extern const moeq__scheme moeq__scheme_w6a16_mxfp6;
+extern const moeq__scheme moeq__scheme_w6a8_mxfp6;
+extern const moeq__scheme moeq__scheme_w4a8_mxfp4;
 extern const moeq__scheme moeq__scheme_npu_w8a8_int8;
 extern const moeq__scheme moeq__scheme_npu_w4a8_int8;
 extern const moeq__scheme moeq__scheme_npu_w4a16_int4;

@@ -186,6 +186,8 @@ static const moeq_synth_group g_mxfp4[] = {GROUP(&w_mxfp4, NULL, t_linear, 0)};
 static const moeq_synth_group g_mxfp8[] = {GROUP(&w_mxfp8, NULL, t_linear, 0)};
 static const moeq_synth_group g_mxfp8_a8[] = {GROUP(&w_mxfp8, &a_mxfp8, t_linear, 0)};
 static const moeq_synth_group g_mxfp6[] = {GROUP(&w_mxfp6, NULL, t_linear, 0)};
+static const moeq_synth_group g_mxfp6_a8[] = {GROUP(&w_mxfp6, &a_mxfp8, t_linear, 0)};
+static const moeq_synth_group g_mxfp4_xfp8[] = {GROUP(&w_mxfp4, &a_fp8_group128, t_linear, 0)};
 static const moeq_synth_group g_mxint4[] = {GROUP(&w_int4_g32, NULL, t_linear, 0)};
 static const moeq_synth_group g_glm[] = {
     GROUP(&w_int8_g64, NULL, t_glm_int8, MOEQ_FORMAT_PACK_QUANTIZED),
@@ -288,6 +290,11 @@ static const preset k_presets[] = {
     {"mxfp6",
      "MXFP6A16: FP6 E2M3 weights (four in three bytes) with E8M0 scales per 32",
      {QWEN(g_mxfp6, i_common)}},
+    {"mxfp6-a8", "MXFP6A8: FP6 E2M3 weights and dynamic MXFP8 inputs, E8M0 scales per 32",
+     {QWEN(g_mxfp6_a8, i_common)}},
+    {"mxfp4-xfp8",
+     "MXFP4XFP8: FP4 weights with E8M0 scales per 32 and dynamic FP8 inputs per 128",
+     {QWEN(g_mxfp4_xfp8, i_common)}},
     {"mxint4-g32",
      "int4 group 32 symmetric weight-only (the MxInt4 layout's input)",
      {QWEN(g_mxint4, i_common)}},

@@ -675,7 +675,8 @@ static moeq_status read_actorder(parse_ctx *ctx, const char *p, const cJSON *v, 
                            p, v->valuestring);
     }
     r->actorder = i;
-    if (moeq_actorder_is_group(r->actorder)) return warn_actorder_group(ctx, p, v->valuestring, true);
+    if (moeq_actorder_is_group(r->actorder))
+        return warn_actorder_group(ctx, p, v->valuestring, true);
     return MOEQ_STATUS_OK;
 }
 

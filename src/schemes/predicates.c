@@ -182,7 +182,8 @@ bool moeq__need_fp8_group_inputs(const moeq__select_in *in, int32_t group_size, 
         moeq_quant_args_summary(a, s, sizeof s);
         return moeq__reject(why, n,
                             "input activations are %s; needs FP8 dynamic group(%d) with float "
-                            "scales", s, (int)group_size);
+                            "scales",
+                            s, (int)group_size);
     }
     return true;
 }

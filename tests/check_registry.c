@@ -214,6 +214,102 @@ START_TEST(test_every_scheme_selected_somewhere) {
 }
 END_TEST
 
+/* ---- every preset of compressed-tensors 0.20.1 ------------------------------------- */
+
+/* PRESET_SCHEMES of compressed-tensors 0.20.1 (quantization/quant_scheme.py), in
+ * its order, each used as a config group by name ("config_groups": {"W4A16":
+ * [...]}): the MoE scheme moeq selects on the CPU and on platform npu, or for
+ * presets no scheme runs the exact first line of the rejection and the
+ * reason of the scheme nearest to taking it. */
+typedef struct preset_case {
+    const char *preset;
+    const char *cpu, *npu; /* scheme names, NULL: rejected */
+    const char *head;      /* rejected: the message's first line */
+    const char *reason;    /* rejected: one scheme's line of it */
+} preset_case;
+
+#define REJECT_INT(p, b, a)                                                                        \
+    NULL, NULL,                                                                                    \
+        "layer model.layers.1.mlp.experts (group " p ", format int-quantized): no MoE scheme "     \
+        "accepts weights int" #b " group(128) sym static with input activations int" #a           \
+        " token sym dynamic:"
+
+static const preset_case k_presets[] = {
+    {"UNQUANTIZED", "unquantized", "unquantized", NULL, NULL},
+    {"W4A16_ASYM", "wna16", "wna16", NULL, NULL},
+    {"W8A8", "w8a8_int8", "npu_w8a8_int8", NULL, NULL},
+    {"INT8", "w8a8_int8", "npu_w8a8_int8", NULL, NULL},
+    {"W4AFP8", "w4a8_fp8", "w4a8_fp8", NULL, NULL},
+    {"FP8", "w8a8_fp8", "w8a8_fp8", NULL, NULL},
+    {"FP8_DYNAMIC", "w8a8_fp8", "w8a8_fp8", NULL, NULL},
+    {"FP8_BLOCK", "w8a8_fp8", "w8a8_fp8", NULL, NULL},
+    {"NVFP4A16", "w4a16_nvfp4", "w4a16_nvfp4", NULL, NULL},
+    {"NVFP4", "w4a4_nvfp4", "w4a4_nvfp4", NULL, NULL},
+    {"MXFP4A16", "w4a16_mxfp4", "w4a16_mxfp4", NULL, NULL},
+    {"MXFP4", "w4a16_mxfp4", "w4a16_mxfp4", NULL, NULL},
+    {"MXFP4XFP8", "w4a8_mxfp4", "w4a8_mxfp4", NULL, NULL},
+    {"MXFP6A16", "w6a16_mxfp6", "w6a16_mxfp6", NULL, NULL},
+    {"MXFP6A8", "w6a8_mxfp6", "w6a8_mxfp6", NULL, NULL},
+    {"MXFP8A16", "w8a16_mxfp8", "w8a16_mxfp8", NULL, NULL},
+    {"MXFP8", "w8a8_mxfp8", "w8a8_mxfp8", NULL, NULL},
+    {"W2A4", REJECT_INT("W2A4", 2, 4), "wna16: input activations are quantized (int4 token sym dynamic)"},
+    {"W2A8", REJECT_INT("W2A8", 2, 8), "w4a8_int8: weights are int2; needs int4"},
+    {"W2A16", "wna16", "wna16", NULL, NULL},
+    {"W3A4", REJECT_INT("W3A4", 3, 4), "wna16: input activations are quantized (int4 token sym dynamic)"},
+    {"W3A8", REJECT_INT("W3A8", 3, 8), "w4a8_int8: weights are int3; needs int4"},
+    {"W3A16", "wna16", "wna16", NULL, NULL},
+    {"W4A4", REJECT_INT("W4A4", 4, 4), "w4a8_int8: input activations are int4; needs int8"},
+    {"W4A8", "w4a8_int8", "w4a8_int8", NULL, NULL},
+    {"W4A16", "wna16", "npu_w4a16_int4", NULL, NULL},
+    {"W5A8", REJECT_INT("W5A8", 5, 8), "w4a8_int8: weights are int5; needs int4"},
+    {"W5A16", "wna16", "wna16", NULL, NULL},
+    {"W6A8", REJECT_INT("W6A8", 6, 8), "w8a8_int8: weights are int6; needs int8"},
+    {"W6A16", "wna16", "wna16", NULL, NULL},
+    {"W7A8", REJECT_INT("W7A8", 7, 8), "w8a8_int8: weights are int7; needs int8"},
+    {"W7A16", "wna16", "wna16", NULL, NULL},
+    {"W8A16", "wna16", "wna16", NULL, NULL},
+};
+
+START_TEST(test_ct_0201_presets) {
+    const preset_case *c = &k_presets[_i];
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"quant_method\":\"compressed-tensors\",\"config_groups\":{\"%s\":"
+             "[\"re:.*experts.*\"]}}",
+             c->preset);
+    moeq_config *cfg = NULL;
+    moeq_error err;
+    ck_assert_msg(moeq_config_parse(json, strlen(json), NULL, &cfg, &err) == MOEQ_OK, "%s: %s",
+                  c->preset, err.message);
+    for (int32_t platform = 0; platform < 2; platform++) {
+        const char *want = platform ? c->npu : c->cpu;
+        moeq_resolution r;
+        ck_assert_ok(moeq_resolve_moe(cfg, "model.layers.1.mlp.experts", 4, NULL, NULL, &r, &err),
+                     &err);
+        moeq_select_options so = {platform, 0};
+        moeq_selection sel;
+        moeq_status st = moeq_select(&r, "model.layers.1.mlp.experts", &so, &sel, &err);
+        if (want) {
+            ck_assert_msg(st == MOEQ_OK, "%s: %s", c->preset, err.message);
+            ck_assert_msg(strcmp(moeq_scheme_name(sel.scheme), want) == 0, "%s (platform %d): %s",
+                          c->preset, (int)platform, moeq_scheme_name(sel.scheme));
+            continue;
+        }
+        ck_assert_msg(st == MOEQ_STATUS_UNSUPPORTED, "%s: %s", c->preset, moeq_status_name(st));
+        const char *nl = strchr(err.message, '\n');
+        ck_assert_ptr_nonnull(nl);
+        ck_assert_msg((size_t)(nl - err.message) == strlen(c->head) &&
+                          strncmp(err.message, c->head, strlen(c->head)) == 0,
+                      "%s: %s", c->preset, err.message);
+        char line[160];
+        snprintf(line, sizeof line, "\n  %s\n", c->reason);
+        ck_assert_msg(strstr(err.message, line) != NULL, "%s: no '%s' in\n%s", c->preset, c->reason,
+                      err.message);
+    }
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
 START_TEST(test_rejection_message) {
     select_case c = {"{\"num_bits\":4}", "null", "pack-quantized", 0, 0, NULL};
     moeq_config *cfg = one_group(&c);
@@ -332,6 +428,7 @@ static Suite *registry_suite(void) {
     tcase_add_test(tc, test_every_scheme_selected_somewhere);
     tcase_add_loop_test(tc, test_every_case_creates_a_layer, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_test(tc, test_rejection_message);
+    tcase_add_loop_test(tc, test_ct_0201_presets, 0, (int)(sizeof k_presets / sizeof k_presets[0]));
     tcase_add_test(tc, test_predicates_disjoint);
     suite_add_tcase(s, tc);
     return s;

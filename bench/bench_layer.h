@@ -81,6 +81,12 @@ typedef struct scheme_def {
     const char *weights, *inputs, *format;
 } scheme_def;
 
+#define BENCH_MX_W(bits)                                                                           \
+    "{\"num_bits\":" #bits ",\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
+#define BENCH_MX_A8                                                                                \
+    "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"dynamic\":true,"                    \
+    "\"scale_dtype\":\"torch.uint8\"}"
+
 static const scheme_def k_schemes[] = {
     {"wna16", "{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized"},
     {"w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}",
@@ -103,6 +109,15 @@ static const scheme_def k_schemes[] = {
     {"w4a8_fp8", "{\"num_bits\":4,\"group_size\":128}",
      "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"dynamic\":true}",
      "pack-quantized"},
+    /* compressed-tensors 0.20's MX presets (MXFP8A16, MXFP8, MXFP6A16, MXFP6A8, MXFP4XFP8) */
+    {"w8a16_mxfp8", BENCH_MX_W(8), "null", "mxfp8-quantized"},
+    {"w8a8_mxfp8", BENCH_MX_W(8), BENCH_MX_A8, "mxfp8-quantized"},
+    {"w6a16_mxfp6", BENCH_MX_W(6), "null", "mxfp6-pack-quantized"},
+    {"w6a8_mxfp6", BENCH_MX_W(6), BENCH_MX_A8, "mxfp6-pack-quantized"},
+    {"w4a8_mxfp4", BENCH_MX_W(4),
+     "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"group\",\"group_size\":128,"
+     "\"dynamic\":true}",
+     "mxfp4-pack-quantized"},
 };
 
 /* Resident memory of the process, MB. */

@@ -190,6 +190,8 @@ static ins_id case_ins(const char *scheme, bool gemm2) {
     if (strstr(scheme, "a8_int8")) return avx512 ? INS_DPBUSD : INS_MADDWD;
     if (strstr(scheme, "a4_nvfp4")) return avx512 ? INS_DPBUSD : INS_MADDUBS;
     const bool bf16 = avx512 && moeq__cpu_avx512bf16();
+    /* MXFP8 inputs, and FP8 inputs per 128 on MXFP4's groups of 32: float rows */
+    if (strstr(scheme, "a8_mxfp") || strstr(scheme, "w4a8_mxfp4")) return INS_FMA;
     if (strstr(scheme, "a8_fp8")) return bf16 ? INS_DPBF16 : INS_FMA;
     return bf16 && !gemm2 ? INS_DPBF16 : INS_FMA; /* weight-only */
 }

@@ -82,9 +82,10 @@ typedef struct scheme_def {
 } scheme_def;
 
 #define BENCH_MX_W(bits)                                                                           \
-    "{\"num_bits\":" #bits ",\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch.uint8\"}"
+    "{\"num_bits\":" #bits ",\"type\":\"float\",\"group_size\":32,\"scale_dtype\":\"torch."        \
+                           "uint8\"}"
 #define BENCH_MX_A8                                                                                \
-    "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"dynamic\":true,"                    \
+    "{\"num_bits\":8,\"type\":\"float\",\"group_size\":32,\"dynamic\":true,"                       \
     "\"scale_dtype\":\"torch.uint8\"}"
 
 static const scheme_def k_schemes[] = {

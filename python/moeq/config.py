@@ -331,6 +331,31 @@ class Config(Owner):
         value = text(self._call(lib.moeq_config_model_string, cstr(key, "key")))
         return default if value is None else value
 
+    @property
+    def moe_sparsity(self):
+        """compressed-tensors 0.20's moe_sparsity_config, or None: {"method": "prune" or
+        "novice", "num_experts": [the experts each decoder layer retains, None for a
+        dense layer]}."""
+        h = self._live()
+        n = ctypes.c_uint32()
+        method = lib.moeq_config_moe_sparsity(h.ptr, ctypes.byref(n))
+        if method == 0:
+            return None
+        counts = [lib.moeq_config_moe_sparsity_layer(h.ptr, i) for i in range(n.value)]
+        return {"method": {1: "prune", 2: "novice"}.get(method, str(method)),
+                "num_experts": [c if c > 0 else None for c in counts]}
+
+    def retained_experts(self, prefix):
+        """The experts the MoE layer `prefix` ("model.layers.3.mlp.experts") holds under
+        moe_sparsity_config; 0 without one (the model's own count stands).  Raises
+        NoMatchError for a layer the list marks dense or does not cover, and
+        UnsupportedError for method "novice"."""
+        out = ctypes.c_int32()
+        h = self._live()
+        _errors.call(lib.moeq_config_retained_experts, h.ptr, cstr(prefix, "prefix"),
+                     ctypes.byref(out))
+        return out.value
+
     def model_moe(self):
         """The model's MoE blocks as its family's code runs them (moeq_model_moe_get):
         a dict with family, known, dimensions, routing (scoring, renormalize,

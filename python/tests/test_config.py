@@ -116,6 +116,33 @@ def test_model_fields():
     assert cfg.model_string("absent", "x") == "x"
 
 
+def test_moe_sparsity_config():
+    def cfg_with(ms):
+        return moeq.Config.parse({
+            "num_hidden_layers": 3,
+            "quantization_config": {"quant_method": "compressed-tensors", "config_groups": {
+                "g": {"targets": ["Linear"], "weights": {"num_bits": 4}}},
+                "moe_sparsity_config": ms}})
+
+    cfg = cfg_with({"method": "prune", "num_experts": [None, 5, 7]})
+    assert cfg.moe_sparsity == {"method": "prune", "num_experts": [None, 5, 7]}
+    assert cfg.retained_experts("model.layers.1.mlp.experts") == 5
+    assert cfg.retained_experts("backbone.layers.2.mixer.experts") == 7
+    with pytest.raises(moeq.NoMatchError, match="dense"):
+        cfg.retained_experts("model.layers.0.mlp.experts")
+    novice = cfg_with({"method": "novice", "num_experts": [None, 5, 7]})
+    assert novice.moe_sparsity["method"] == "novice"
+    with pytest.raises(moeq.UnsupportedError, match="model.layers.2.mlp.experts"):
+        novice.retained_experts("model.layers.2.mlp.experts")
+    # compressed-tensors 0.20 writes null into every config: no sparsity, no warning
+    none = cfg_with(None)
+    assert none.moe_sparsity is None
+    assert none.retained_experts("model.layers.2.mlp.experts") == 0
+    assert not any("moe_sparsity_config" in w for w in none.warnings), none.warnings
+    with pytest.raises(moeq.SchemaError, match="moe_sparsity_config.num_experts"):
+        cfg_with({"method": "prune", "num_experts": [None, 0, 7]})
+
+
 def test_kv_cache_scheme_and_raw():
     block = {"quant_method": "compressed-tensors",
              "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 8}}},

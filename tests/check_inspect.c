@@ -494,6 +494,52 @@ START_TEST(test_clean_model) {
 }
 END_TEST
 
+/* compressed-tensors 0.20's moe_sparsity_config: a pruned layer's tensors must
+ * name exactly its retained experts 0..k-1; novice layers are refused. */
+static const char *sparsity_config(const char *ms) {
+    static char extra[256];
+    snprintf(extra, sizeof extra, ",\"moe_sparsity_config\":%s", ms);
+    return config("\"num_hidden_layers\":2,", "", k_dynamic_token, extra);
+}
+
+START_TEST(test_moe_sparsity) {
+    model m;
+    build_clean(&m);
+    /* every layer keeps its 4 experts: clean */
+    result r = run(&m, sparsity_config("{\"method\":\"prune\",\"num_experts\":[4,4]}"));
+    assert_counts(&r, 0, 0, 0);
+    result_free(&r);
+    /* layer 1 retains 3, but its tensors hold 4 experts */
+    r = run(&m, sparsity_config("{\"method\":\"prune\",\"num_experts\":[4,3]}"));
+    ck_assert_report(r.sum.errors == 1, r.text, "errors %llu", (unsigned long long)r.sum.errors);
+    ck_assert_report(strstr(r.text, "MoE layer \"model.layers.1.mlp.experts\": moe_sparsity_config "
+                                    "(prune) says it retains 3 experts (ids 0..2), but its tensors "
+                                    "name 4 experts with ids up to 3") != NULL,
+                     r.text, "no disagreement reported");
+    ck_assert_ptr_null(strstr(r.text, "\"model.layers.0.mlp.experts\": moe_sparsity_config"));
+    result_free(&r);
+    /* pruned on disk as the config says: clean again */
+    drop_prefix(&m, "model.layers.1.mlp.experts.3.");
+    r = run(&m, sparsity_config("{\"method\":\"prune\",\"num_experts\":[4,3]}"));
+    assert_counts(&r, 0, 0, 0);
+    result_free(&r);
+    /* ... and the config that does not prune it finds expert 3 missing */
+    r = run(&m, sparsity_config("{\"method\":\"prune\",\"num_experts\":[4,4]}"));
+    ck_assert_report(r.sum.errors == 1, r.text, "errors %llu", (unsigned long long)r.sum.errors);
+    ck_assert_report(strstr(r.text, "retains 4 experts (ids 0..3), but its tensors name 3 experts "
+                                    "with ids up to 2") != NULL,
+                     r.text, "no disagreement reported");
+    result_free(&r);
+    /* novice: refused, naming the layer */
+    r = run(&m, sparsity_config("{\"method\":\"novice\",\"num_experts\":[4,3]}"));
+    ck_assert_report(r.sum.errors == 2, r.text, "errors %llu", (unsigned long long)r.sum.errors);
+    ck_assert_report(strstr(r.text, "model.layers.1.mlp.experts") && strstr(r.text, "novice"),
+                     r.text, "novice not refused");
+    result_free(&r);
+    model_free(&m);
+}
+END_TEST
+
 /* One defect per case: what to change, the list, the tensor, the reason. */
 typedef struct defect {
     const char *what;
@@ -1083,6 +1129,7 @@ Suite *inspect_suite(void) {
     TCase *tc = tcase_create("inspect");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_clean_model);
+    tcase_add_test(tc, test_moe_sparsity);
     tcase_add_loop_test(tc, test_defect, 0, (int)(sizeof k_defects / sizeof k_defects[0]));
     tcase_add_loop_test(tc, test_module_error, 0, (int)(sizeof k_errors / sizeof k_errors[0]));
     tcase_add_test(tc, test_kv_legacy_and_q_scale);

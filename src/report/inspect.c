@@ -532,8 +532,21 @@ static moeq_status plan_layer(inspect *in, ilayer *l, moeq__plan_row *row) {
                     l->prefix, l->max_id, n);
         return row_error(in, row, &e);
     }
-    moeq_status st = moeq__resolve_moe(in->cfg, in->scratch, l->prefix, l->max_id + 1u, proj, in->ro,
-                                       &l->res, &e);
+    /* moe_sparsity_config: a pruned layer holds exactly its retained experts,
+     * 0..k-1 (left-shifted); novice layers are refused as moeq run refuses them */
+    int32_t keep = 0;
+    moeq_status st = moeq_config_retained_experts(in->cfg, l->prefix, &keep, &e);
+    if (st == MOEQ_STATUS_NOMEM) return nomem(in);
+    if (st == MOEQ_STATUS_UNSUPPORTED) return row_error(in, row, &e);
+    if (st == MOEQ_STATUS_OK && keep > 0 && (n != (uint32_t)keep || l->max_id + 1u != n)) {
+        moeq__error(&e, MOEQ_STATUS_SHAPE,
+                    "MoE layer \"%s\": moe_sparsity_config (prune) says it retains %d experts "
+                    "(ids 0..%d), but its tensors name %u experts with ids up to %u",
+                    l->prefix, (int)keep, (int)keep - 1, n, l->max_id);
+        return row_error(in, row, &e);
+    }
+    st = moeq__resolve_moe(in->cfg, in->scratch, l->prefix, l->max_id + 1u, proj, in->ro, &l->res,
+                           &e);
     if (st == MOEQ_STATUS_NOMEM) return nomem(in);
     row->res = l->res;
     if (st != MOEQ_STATUS_OK) return row_error(in, row, &e);

@@ -351,7 +351,8 @@ END_TEST
  * scheme accepts with default options; the options only add their preferred
  * scheme in front of the one CPU scheme. */
 START_TEST(test_predicates_disjoint) {
-    static const int32_t bits[] = {4, 8};
+    static const int32_t bits[] = {4, 6, 8};
+    enum { NB = 3 };
     static const struct {
         int32_t strategy, group;
     } wstrat[] = {{MOEQ_STRATEGY_TENSOR, 0}, {MOEQ_STRATEGY_CHANNEL, -1}, {MOEQ_STRATEGY_GROUP, 16},
@@ -362,32 +363,39 @@ START_TEST(test_predicates_disjoint) {
     } astrat[] = {{MOEQ_STRATEGY_TOKEN, 0, 1}, {MOEQ_STRATEGY_TENSOR, 0, 1}, {MOEQ_STRATEGY_TENSOR, 0, 0},
                   {MOEQ_STRATEGY_GROUP, 32, 1}, {MOEQ_STRATEGY_GROUP, 128, 1},
                   {MOEQ_STRATEGY_TENSOR_GROUP, 16, 2}};
+    /* scale_dtype: unset, or uint8 (E8M0, the MX presets') */
+    static const int32_t sdt[] = {MOEQ_DTYPE_INVALID, MOEQ_DTYPE_U8};
     long combos = 0;
-    for (int wi = -1; wi < 2 * 2 * 7 * 2; wi++) {
+    int accepted[MOEQ_SCHEME_COUNT] = {0};
+    for (int wi = -1; wi < 2 * NB * 7 * 2 * 2; wi++) {
         moeq_quant_args w = {0};
         if (wi >= 0) {
             w.type = wi & 1;
-            w.num_bits = bits[(wi >> 1) & 1];
-            w.strategy = wstrat[(wi >> 2) % 7].strategy;
-            w.group_size = wstrat[(wi >> 2) % 7].group;
-            w.symmetric = (wi / 56) == 0;
+            w.num_bits = bits[(wi >> 1) % NB];
+            w.strategy = wstrat[(wi / (2 * NB)) % 7].strategy;
+            w.group_size = wstrat[(wi / (2 * NB)) % 7].group;
+            w.symmetric = (wi / (2 * NB * 7)) % 2 == 0;
+            w.scale_dtype = sdt[wi / (2 * NB * 7 * 2)];
             if (w.strategy == MOEQ_STRATEGY_BLOCK) w.block_rows = w.block_cols = 128;
+            if (w.type == MOEQ_QTYPE_INT && w.scale_dtype == MOEQ_DTYPE_U8) continue; /* float only */
         }
-        for (int ai = -1; ai < 2 * 2 * 6; ai++) {
+        for (int ai = -1; ai < 2 * NB * 6 * 2; ai++) {
             moeq_quant_args a = {0};
             if (ai >= 0) {
                 a.type = ai & 1;
-                a.num_bits = bits[(ai >> 1) & 1];
-                a.strategy = astrat[ai >> 2].strategy;
-                a.group_size = astrat[ai >> 2].group;
-                a.dynamic = astrat[ai >> 2].dynamic;
+                a.num_bits = bits[(ai >> 1) % NB];
+                a.strategy = astrat[(ai / (2 * NB)) % 6].strategy;
+                a.group_size = astrat[(ai / (2 * NB)) % 6].group;
+                a.dynamic = astrat[(ai / (2 * NB)) % 6].dynamic;
+                a.scale_dtype = sdt[ai / (2 * NB * 6)];
                 a.symmetric = 1;
+                if (a.type == MOEQ_QTYPE_INT && a.scale_dtype == MOEQ_DTYPE_U8) continue;
             }
             for (int32_t fmt = 0; fmt < MOEQ_FORMAT_COUNT_; fmt++) {
                 for (int opt = 0; opt < 3; opt++) {
                     moeq_select_options so = {opt == 1 ? MOEQ_PLATFORM_NPU : MOEQ_PLATFORM_CPU, opt == 2};
                     moeq__select_in in = {wi >= 0 ? &w : NULL, ai >= 0 ? &a : NULL, fmt, &so};
-                    int n = 0, cpu = 0, preferred = 0;
+                    int cpu = 0, preferred = 0;
                     char names[512] = "";
                     for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
                         const moeq__scheme *s = moeq__scheme_get(id);
@@ -396,7 +404,7 @@ START_TEST(test_predicates_disjoint) {
                             ck_assert_msg(why[0] != '\0', "%s rejected without a reason", s->name);
                             continue;
                         }
-                        n++;
+                        accepted[id]++;
                         strcat(names, s->name);
                         strcat(names, " ");
                         bool pref = strncmp(s->name, "npu_", 4) == 0 || id == MOEQ_SCHEME_MXINT4;
@@ -411,10 +419,13 @@ START_TEST(test_predicates_disjoint) {
                                   "overlapping predicates (w=%d a=%d fmt=%d opt=%d): %s", wi, ai, fmt,
                                   opt, names);
                     if (opt == 0) ck_assert_msg(preferred == 0, "preference without option: %s", names);
-                    (void)n;
                 }
             }
         }
+    }
+    /* the enumeration reaches every scheme, so each one's predicate was tested against the rest */
+    for (int32_t id = 0; id < MOEQ_SCHEME_COUNT; id++) {
+        ck_assert_msg(accepted[id] > 0, "no combination selects %s", moeq_scheme_name(id));
     }
     printf("checked %ld (weights, inputs, format, options) combinations\n", combos);
 }

@@ -107,6 +107,8 @@ static const moe_case k_cases[] = {
     {"npu_w8a8_int8", "{\"num_bits\":8,\"strategy\":\"channel\"}", TOKEN_I8, "int-quantized", 1, 0,
      2e-3},
     {"npu_w4a8_int8", "{\"num_bits\":4,\"group_size\":-1}", TOKEN_I8, "pack-quantized", 1, 0, 2e-3},
+    {"npu_w4a8_int8", GROUP128, TOKEN_I8, "pack-quantized", 1, 0, 2e-3},
+    {"npu_w4a8_int8", "{\"num_bits\":4,\"group_size\":64}", TOKEN_I8, "int-quantized", 1, 0, 2e-3},
     {"npu_w4a16_int4", GROUP128, "null", "pack-quantized", 1, 0, 1e-5},
     {"unquantized", NULL, "null", "dense", 0, 0, 1e-5},
     /* compressed-tensors 0.20's MX presets */

@@ -88,8 +88,11 @@ static const select_case k_cases[] = {
      "w4a8_fp8"},
     {"{\"num_bits\":4,\"group_size\":-1}", "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}",
      "int-quantized", 1, 0, "npu_w4a8_int8"},
-    /* npu_w4a8_int8 takes channel scales only: group weights run on the CPU scheme. */
+    /* ... and group weights (SGLang's _is_dynamic_token_w4a8 takes both), with the grouped
+     * *_second parameters; per-tensor inputs stay on the CPU scheme */
     {"{\"num_bits\":4,\"group_size\":128}", "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}",
+     "pack-quantized", 1, 0, "npu_w4a8_int8"},
+    {"{\"num_bits\":4,\"group_size\":128}", "{\"num_bits\":8,\"strategy\":\"tensor\",\"dynamic\":true}",
      "int-quantized", 1, 0, "w4a8_int8"},
     /* NPU W4A16 */
     {"{\"num_bits\":4,\"group_size\":128}", "null", "pack-quantized", 1, 0, "npu_w4a16_int4"},
@@ -259,7 +262,7 @@ static const preset_case k_presets[] = {
     {"W3A8", REJECT_INT("W3A8", 3, 8), "w4a8_int8: weights are int3; needs int4"},
     {"W3A16", "wna16", "wna16", NULL, NULL},
     {"W4A4", REJECT_INT("W4A4", 4, 4), "w4a8_int8: input activations are int4; needs int8"},
-    {"W4A8", "w4a8_int8", "w4a8_int8", NULL, NULL},
+    {"W4A8", "w4a8_int8", "npu_w4a8_int8", NULL, NULL},
     {"W4A16", "wna16", "npu_w4a16_int4", NULL, NULL},
     {"W5A8", REJECT_INT("W5A8", 5, 8), "w4a8_int8: weights are int5; needs int4"},
     {"W5A16", "wna16", "wna16", NULL, NULL},
@@ -306,6 +309,72 @@ START_TEST(test_ct_0201_presets) {
         ck_assert_msg(strstr(err.message, line) != NULL, "%s: no '%s' in\n%s", c->preset, c->reason,
                       err.message);
     }
+    moeq_config_destroy(cfg);
+}
+END_TEST
+
+/* npu_w4a8_int8 on group weights declares SGLang's grouped NPU parameters
+ * (sglang-moe-dispatch.md 13.7): *_weight_scale_second from the checkpoint's
+ * weight_scale, [E, 2I, H/g] / [E, H, I/g] F32, offsets and the channel scale derived. */
+START_TEST(test_npu_w4a8_grouped_params) {
+    select_case c = {"{\"num_bits\":4,\"group_size\":128}",
+                     "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":true}", "pack-quantized",
+                     1, 0, "npu_w4a8_int8"};
+    moeq_config *cfg = one_group(&c);
+    moeq_resolution r;
+    moeq_error err;
+    ck_assert_ok(moeq_resolve_moe(cfg, "m.experts", 4, NULL, NULL, &r, &err), &err);
+    moeq_select_options so = {MOEQ_PLATFORM_NPU, 0};
+    moeq_selection sel;
+    ck_assert_ok(moeq_select(&r, "m.experts", &so, &sel, &err), &err);
+    ck_assert_int_eq(sel.scheme, MOEQ_SCHEME_NPU_W4A8_INT8);
+    moeq_moe_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.scheme = sel.scheme;
+    mc.weights = r.weights;
+    mc.input_activations = r.input_activations;
+    mc.format = r.format;
+    mc.num_experts = 4;
+    mc.hidden_size = 512;
+    mc.intermediate_size = 256;
+    moeq_moe *layer = NULL;
+    ck_assert_ok(moeq_moe_create(&mc, &layer, &err), &err);
+    static const struct {
+        const char *name;
+        int64_t rows, cols;
+        int32_t layout;
+        const char *suffix;
+    } want[] = {
+        {"w13_weight_scale_second", 512, 4, MOEQ_LAYOUT_SHARDED, "weight_scale"},
+        {"w2_weight_scale_second", 512, 2, MOEQ_LAYOUT_SHARDED, "weight_scale"},
+        {"w13_weight_offset_second", 512, 4, MOEQ_LAYOUT_DERIVED, ""},
+        {"w2_weight_offset_second", 512, 2, MOEQ_LAYOUT_DERIVED, ""},
+        {"w13_weight_scale", 512, 1, MOEQ_LAYOUT_DERIVED, ""},
+        {"w2_weight_scale", 512, 1, MOEQ_LAYOUT_DERIVED, ""},
+        {"w13_weight_offset", 512, 1, MOEQ_LAYOUT_DERIVED, ""},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        bool found = false;
+        for (uint32_t k = 0; k < moeq_moe_param_count(layer); k++) {
+            moeq_param p;
+            ck_assert_ok(moeq_moe_param(layer, k, &p), &err);
+            if (strcmp(p.name, want[i].name) != 0) continue;
+            found = true;
+            ck_assert_int_eq(p.dtype, MOEQ_DTYPE_F32);
+            ck_assert_int_eq(p.ndim, 3);
+            ck_assert_int_eq(p.shape[0], 4);
+            ck_assert_int_eq(p.shape[1], want[i].rows);
+            ck_assert_int_eq(p.shape[2], want[i].cols);
+            ck_assert_int_eq(p.layout, want[i].layout);
+            ck_assert_str_eq(p.ckpt_suffix ? p.ckpt_suffix : "", want[i].suffix);
+        }
+        ck_assert_msg(found, "no parameter %s", want[i].name);
+    }
+    moeq_moe_destroy(layer);
+    /* sizes the grouped shapes cannot divide */
+    mc.intermediate_size = 192;
+    ck_assert_int_eq(moeq_moe_create(&mc, &layer, &err), MOEQ_STATUS_SHAPE);
+    ck_assert_msg(strstr(err.message, "multiples of the weight group_size 128"), "%s", err.message);
     moeq_config_destroy(cfg);
 }
 END_TEST
@@ -439,6 +508,7 @@ static Suite *registry_suite(void) {
     tcase_add_test(tc, test_every_scheme_selected_somewhere);
     tcase_add_loop_test(tc, test_every_case_creates_a_layer, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_test(tc, test_rejection_message);
+    tcase_add_test(tc, test_npu_w4a8_grouped_params);
     tcase_add_loop_test(tc, test_ct_0201_presets, 0, (int)(sizeof k_presets / sizeof k_presets[0]));
     tcase_add_test(tc, test_predicates_disjoint);
     suite_add_tcase(s, tc);

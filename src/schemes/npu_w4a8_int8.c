@@ -11,6 +11,16 @@
  *                (dim 0): byte (r, c) holds elements (2r, c) and (2r+1, c);
  *   w13_weight_scale / w2_weight_scale F32 channel scales [E, N, 1];
  *   w13_weight_offset / w2_weight_offset F32 [E, N, 1], zero (symmetric).
+ * Group weights (the common W4A8 config: int4 group 128, which SGLang's
+ * _is_dynamic_token_w4a8 accepts as it does channel weights) add the grouped
+ * parameters of its NPU W4A8 scheme (13.7, _init_extra_scale_params):
+ *   w13_weight_scale_second / w2_weight_scale_second F32 [E, 2I, H/g] /
+ *                [E, H, I/g]: the checkpoint's weight_scale (group scales);
+ *   w13_weight_offset_second / w2_weight_offset_second F32, same shapes,
+ *                zero (symmetric);
+ * and the channel scale *_weight_scale is then derived, 1: a weight is
+ * q * scale * scale_second[group], the group scale alone as the checkpoint
+ * has it.  H and I must be multiples of g (the shapes divide by it).
  * Checkpoints give weight_packed (I32 words) or weight (I8 holding int4
  * values); the loader converts either.  Finalize turns both matrices into
  * the row-major nibble layout the kernels read. */
@@ -25,7 +35,7 @@ static bool accepts(const moeq__select_in *in, char *why, size_t n) {
         return moeq__reject(why, n, "platform is not npu");
     }
     if (!moeq__need_int4_sym_weights(in, why, n)) return false;
-    if (!moeq__need_weight_strategy(in, MOEQ__BIT(MOEQ_STRATEGY_CHANNEL), why, n)) return false;
+    if (!moeq__need_weight_strategy(in, MOEQ__GROUP_OR_CHANNEL, why, n)) return false;
     if (!moeq__need_input_type(in, MOEQ_QTYPE_INT, 8, why, n)) return false;
     if (!moeq__need_input_mode(in, MOEQ__BIT(MOEQ_STRATEGY_TOKEN), false, why, n)) return false;
     return moeq__need_format(in, MOEQ__INT_FORMATS, why, n);
@@ -113,6 +123,51 @@ static moeq_status load_w2(moeq_moe *l, moeq__param *p, int32_t e, int32_t shard
     return st;
 }
 
+static bool grouped(const moeq_moe *l) {
+    return l->weights.strategy == MOEQ_STRATEGY_GROUP;
+}
+
+/* [E, rows, cols] F32. */
+static moeq_status add_f32(moeq_moe *l, const char *name, int64_t rows, int64_t cols,
+                           const char *suffix, moeq_error *err) {
+    const bool derived = suffix == NULL;
+    moeq__param_spec ps = {name,
+                           MOEQ_DTYPE_F32,
+                           3,
+                           {l->cfg.num_local_experts, rows, cols},
+                           derived ? "" : suffix,
+                           derived ? MOEQ_LAYOUT_DERIVED : MOEQ_LAYOUT_SHARDED,
+                           derived ? -1 : MOEQ_STRATEGY_GROUP,
+                           0,
+                           !derived,
+                           derived ? 0u : MOEQ__FLOAT_DTYPES,
+                           NULL};
+    return moeq__moe_add_param(l, &ps, err);
+}
+
+/* Group weights: the checkpoint's group scales as *_weight_scale_second, the
+ * channel scale and the offsets derived. */
+static moeq_status add_grouped_scales(moeq_moe *l, moeq_error *err) {
+    moeq__dims d = moeq__moe_dims(l);
+    const int64_t g = l->weights.group_size;
+    if (g <= 0 || d.H % g || d.I % g) {
+        return moeq__error(err, MOEQ_STATUS_SHAPE,
+                           "npu_w4a8_int8: hidden_size %lld and intermediate_size %lld must be "
+                           "multiples of the weight group_size %lld (the grouped scales are "
+                           "[E, 2I, H/g] and [E, H, I/g])",
+                           (long long)d.H, (long long)d.I, (long long)g);
+    }
+    moeq_status st = add_f32(l, "w13_weight_scale_second", d.S * d.I, d.H / g, "weight_scale", err);
+    if (st == MOEQ_STATUS_OK)
+        st = add_f32(l, "w2_weight_scale_second", d.H, d.I / g, "weight_scale", err);
+    if (st == MOEQ_STATUS_OK)
+        st = add_f32(l, "w13_weight_offset_second", d.S * d.I, d.H / g, NULL, err);
+    if (st == MOEQ_STATUS_OK) st = add_f32(l, "w2_weight_offset_second", d.H, d.I / g, NULL, err);
+    if (st == MOEQ_STATUS_OK) st = add_f32(l, "w13_weight_scale", d.S * d.I, 1, NULL, err);
+    if (st == MOEQ_STATUS_OK) st = add_f32(l, "w2_weight_scale", d.H, 1, NULL, err);
+    return st;
+}
+
 static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
     moeq__dims d = moeq__moe_dims(l);
     if (d.H % 2) {
@@ -133,7 +188,9 @@ static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
     if (st == MOEQ_STATUS_OK && l->cfg.format == MOEQ_FORMAT_PACK_QUANTIZED) {
         st = moeq__moe_add_weight_shape(l, err);
     }
-    if (st == MOEQ_STATUS_OK) {
+    if (st == MOEQ_STATUS_OK && grouped(l)) {
+        st = add_grouped_scales(l, err);
+    } else if (st == MOEQ_STATUS_OK) {
         st = moeq__moe_add_scales(l, MOEQ_DTYPE_F32, MOEQ__FLOAT_DTYPES, false, err);
     }
     if (st == MOEQ_STATUS_OK) {
@@ -145,24 +202,34 @@ static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
     return st;
 }
 
-/* Channel scales of rows [r0, r0 + n) of an expert, checked finite. */
+/* The scales of rows [r0, r0 + n) of an expert (`cols` per row: 1 for
+ * channel scales, H/g or I/g for group ones), checked finite. */
 static moeq_status take_scales(moeq_moe *l, const char *name, int32_t e, size_t r0, size_t n,
-                               size_t per_expert, float **out, moeq_error *err) {
+                               size_t cols, float **out, moeq_error *err) {
     moeq__param *p = moeq__moe_param(l, name);
-    float *s = moeq__moe_alloc(l, n * sizeof(float));
+    const size_t per_expert = (size_t)p->pub.shape[1] * cols;
+    float *s = moeq__moe_alloc(l, n * cols * sizeof(float));
     if (!s) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing %s", name);
-    moeq__to_f32_ref(MOEQ_DTYPE_F32, (const float *)p->pub.data + (size_t)e * per_expert + r0, n,
-                     s);
-    for (size_t i = 0; i < n; i++) {
+    moeq__to_f32_ref(MOEQ_DTYPE_F32,
+                     (const float *)p->pub.data + (size_t)e * per_expert + r0 * cols, n * cols, s);
+    for (size_t i = 0; i < n * cols; i++) {
         if (!isfinite(s[i])) {
             return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
                                "%s: %s of expert %d, row %zu is %g; scales must be finite",
                                l->prefix ? l->prefix : "MoE layer", name,
-                               (int)l->local_to_global[e], r0 + i, (double)s[i]);
+                               (int)l->local_to_global[e], r0 + i / cols, (double)s[i]);
         }
     }
     *out = s;
     return MOEQ_STATUS_OK;
+}
+
+/* Derived channel scales of group weights: 1 (the group scale is the whole scale). */
+static void fill_ones(moeq_moe *l, const char *name) {
+    moeq__param *p = moeq__moe_param(l, name);
+    if (!p || !p->pub.data) return;
+    float *v = p->pub.data;
+    for (size_t i = 0; i < p->pub.nbytes / sizeof(float); i++) v[i] = 1.0f;
 }
 
 static moeq_status finalize(moeq_moe *l, moeq_error *err) {
@@ -172,6 +239,16 @@ static moeq_status finalize(moeq_moe *l, moeq_error *err) {
     const moeq__param *w13 = moeq__moe_param(l, "w13_weight");
     const moeq__param *w2 = moeq__moe_param(l, "w2_weight");
     size_t I = (size_t)d.I, H = (size_t)d.H, stride2 = (I + 1) / 2;
+    /* group weights: scales per g columns, from *_weight_scale_second */
+    const bool grp = grouped(l);
+    const size_t g13 = grp ? (size_t)l->weights.group_size : H;
+    const size_t g2 = grp ? (size_t)l->weights.group_size : I;
+    const char *s13 = grp ? "w13_weight_scale_second" : "w13_weight_scale";
+    const char *s2 = grp ? "w2_weight_scale_second" : "w2_weight_scale";
+    if (grp) {
+        fill_ones(l, "w13_weight_scale");
+        fill_ones(l, "w2_weight_scale");
+    }
     for (int32_t e = 0; e < l->cfg.num_local_experts; e++) {
         const size_t S = (size_t)d.S;
         const uint8_t *slice13 = (const uint8_t *)w13->pub.data + (size_t)e * S * I * (H / 2);
@@ -180,7 +257,7 @@ static moeq_status finalize(moeq_moe *l, moeq_error *err) {
             size_t slot = (size_t)moeq__moe_slot(l, shard);
             moeq__proj *pj = &l->projs[e * 3 + shard];
             float *s;
-            st = take_scales(l, "w13_weight_scale", e, slot * I, I, S * I, &s, err);
+            st = take_scales(l, s13, e, slot * I, I, H / g13, &s, err);
             if (st != MOEQ_STATUS_OK) return st;
             pj->w = (moeq__qweight){.kind = MOEQ__QW_INT4_NIBBLES,
                                     .bits = 4,
@@ -188,7 +265,7 @@ static moeq_status finalize(moeq_moe *l, moeq_error *err) {
                                     .cols = H,
                                     .codes = slice13 + slot * I * (H / 2),
                                     .row_stride = H / 2,
-                                    .grid = {I, 1, 1, H},
+                                    .grid = {I, H / g13, 1, g13},
                                     .scale = s};
         }
         /* down: pairs along H -> pairs along I, row-major [H, ceil(I/2)] */
@@ -203,7 +280,7 @@ static moeq_status finalize(moeq_moe *l, moeq_error *err) {
             }
         }
         float *s;
-        st = take_scales(l, "w2_weight_scale", e, 0, H, H, &s, err);
+        st = take_scales(l, s2, e, 0, H, I / g2, &s, err);
         if (st != MOEQ_STATUS_OK) return st;
         l->projs[e * 3 + 2].w = (moeq__qweight){.kind = MOEQ__QW_INT4_NIBBLES,
                                                 .bits = 4,
@@ -211,7 +288,7 @@ static moeq_status finalize(moeq_moe *l, moeq_error *err) {
                                                 .cols = I,
                                                 .codes = dst,
                                                 .row_stride = stride2,
-                                                .grid = {H, 1, 1, I},
+                                                .grid = {H, I / g2, 1, g2},
                                                 .scale = s};
     }
     return MOEQ_STATUS_OK;
@@ -220,7 +297,8 @@ static moeq_status finalize(moeq_moe *l, moeq_error *err) {
 const moeq__scheme moeq__scheme_npu_w4a8_int8 = {
     .id = MOEQ_SCHEME_NPU_W4A8_INT8,
     .name = "npu_w4a8_int8",
-    .summary = "Ascend W4A8 layout (dynamic per-token int8 inputs), computed on the CPU",
+    .summary = "Ascend W4A8 layout, channel or group int4 (dynamic per-token int8 inputs), "
+               "computed on the CPU",
     .accepts = accepts,
     .create_weights = create_weights,
     .finalize = finalize,

@@ -13,6 +13,12 @@ NVFP4, ...) inside libmoeq; torch sees no parameters for them.
 - ``replace_experts(model, checkpoint_dir)``: swaps the experts of every MoE block
   of a transformers model for ``Experts`` built from the checkpoint, so
   ``model.generate`` runs on moeq's kernels; ``from_pretrained`` loads and swaps.
+  Tested on Qwen3-MoE, Mixtral, DeepSeek-V3 and GPT-OSS.  The checkpoint holds the
+  experts one module per expert and projection ("<block>.experts.<e>.gate_proj"),
+  as compressed-tensors quantizes them; GPT-OSS's as llm-compressor writes them
+  ("<block>.experts.experts.<e>.gate_proj", with biases) or one level up.  Fused
+  3-D expert tensors (GPT-OSS's own MXFP4 release) are not a compressed-tensors
+  checkpoint and are not read.
 
 Where the settings come from: ``model_settings(config)``, one function over the
 library's model-family table (``Config.model_moe()``, moeq_model_moe_get): the
@@ -89,6 +95,9 @@ class Experts(nn.Module):
         self.hidden_size = hidden_size
         self.top_k = top_k
         self.prefix = prefix
+        # the checkpoint prefix of the MoE block (replace_experts sets it where the
+        # experts are nested deeper than "<block>.experts")
+        self.block = prefix.rpartition(".")[0] if prefix else None
 
     @classmethod
     def from_checkpoint(cls, checkpoint_dir, prefix, *, config=None, checkpoint=None,
@@ -183,14 +192,20 @@ class MoE(nn.Module):
     def from_checkpoint(cls, checkpoint_dir, layer, *, config=None):
         """The MoE block `layer` of a checkpoint: a decoder layer index (3 ->
         "model.layers.3.<moe_block>") or the block's prefix ("model.layers.3.mlp").
-        Its experts are "<block>.<experts>"; the family's correction-bias tensor
+        Its experts are "<block>.<experts>" (or "<block>.<experts>.experts", as
+        llm-compressor names GPT-OSS's); the family's correction-bias tensor
         ("<block>.gate.e_score_correction_bias") is used when the checkpoint has it."""
         cfg, owned = _as_config(config if config is not None else checkpoint_dir)
         try:
             m = model_settings(cfg)
             block = _block_prefix(m, layer)
             with Checkpoint(os.fspath(checkpoint_dir)) as ckpt:
-                experts = Experts.from_checkpoint(checkpoint_dir, f"{block}.{m['experts']}",
+                prefix = _experts_under(m, block, _expert_containers(ckpt.names()))
+                if prefix is None:
+                    _errors.fail("NO_MATCH", f"{checkpoint_dir}: no experts under {block} (no "
+                                             f"tensor {block}.{m['experts']}[.experts].<e>."
+                                             f"<proj>.*)")
+                experts = Experts.from_checkpoint(checkpoint_dir, prefix,
                                                   config=cfg, checkpoint=ckpt, settings=m)
                 bias = None
                 name = f"{block}.{m['correction_bias']}" if m["correction_bias"] else None
@@ -210,7 +225,9 @@ class MoE(nn.Module):
         try:
             m = model_settings(cfg)
             block = _block_prefix(m, layer)
-            experts = Experts.from_tensors(cfg, f"{block}.{m['experts']}", tensors, settings=m)
+            prefix = (_experts_under(m, block, _expert_containers(tensors))
+                      or f"{block}.{m['experts']}")
+            experts = Experts.from_tensors(cfg, prefix, tensors, settings=m)
         finally:
             if owned:
                 cfg.close()
@@ -260,10 +277,11 @@ def replace_experts(model, checkpoint_dir, *, config=None):
         m = model_settings(cfg)
         with Checkpoint(os.fspath(checkpoint_dir)) as ckpt:
             names = ckpt.names()
-            for name, block, prefix in _moe_blocks(model, m, names):
+            for name, block, prefix, ckpt_block in _moe_blocks(model, m, names):
                 old = getattr(block, "experts")
                 new = Experts.from_checkpoint(checkpoint_dir, prefix, config=cfg,
                                               checkpoint=ckpt, settings=m)
+                new.block = ckpt_block
                 setattr(block, "experts", new)
                 del old
                 replaced.append(f"{name}.experts")
@@ -277,23 +295,44 @@ def replace_experts(model, checkpoint_dir, *, config=None):
     return replaced
 
 
+_EXPERT_TENSOR = re.compile(r"^(.*)\.\d+\.[^.]+\.[^.]+$")  # <experts>.<e>.<proj>.<tensor>
+
+
+def _expert_containers(names):
+    """The prefixes P of the checkpoint names "P.<e>.<proj>.<tensor>"."""
+    return {m.group(1) for m in map(_EXPERT_TENSOR.match, names) if m}
+
+
+def _experts_under(m, block, containers):
+    """The checkpoint prefix of the experts of the block at `block`, or None.  Under the
+    block they are "<experts>.<e>.<proj>", or "<experts>.experts.<e>.<proj>" where the
+    quantizer replaced the experts module by a container that holds them as a list
+    named `experts` (llm-compressor's LinearExperts for GPT-OSS)."""
+    for prefix in (f"{block}.{m['experts']}", f"{block}.{m['experts']}.experts"):
+        if prefix in containers:
+            return prefix
+    return None
+
+
 def _moe_blocks(model, m, names):
-    """(module name, block, checkpoint prefix of its experts) for each MoE block of a model.
+    """(module name, block, checkpoint prefix of its experts, checkpoint prefix of the
+    block) for each MoE block of a model.
 
     The checkpoint may name a block differently from the module tree (transformers'
     Mixtral is "model.layers.<n>.mlp" in torch and "...block_sparse_moe" on disk): the
     family's block name is tried first, then the module's own name."""
     layer = re.compile(r"^(.*\blayers\.\d+)\.[A-Za-z_]\w*$")
+    containers = _expert_containers(names)
     found = []
     for name, mod in model.named_modules():
         match = layer.match(name)
         if not match or isinstance(mod, Experts) or not isinstance(
                 getattr(mod, "experts", None), nn.Module):
             continue
-        for prefix in (f"{match.group(1)}.{m['moe_block']}.{m['experts']}", f"{name}.experts"):
-            head = prefix + "."
-            if any(n.startswith(head) for n in names):
-                found.append((name, mod, prefix))
+        for block in (f"{match.group(1)}.{m['moe_block']}", name):
+            prefix = _experts_under(m, block, containers)
+            if prefix:
+                found.append((name, mod, prefix, block))
                 break
     return found
 
@@ -344,8 +383,7 @@ def _expert_prefixes(model):
     out = {}
     for name, mod in model.named_modules():
         if isinstance(mod, Experts):
-            out[mod.prefix + "."] = (mod.prefix.rpartition(".")[0] + ".",
-                                     name.rpartition(".")[0] + ".")
+            out[mod.prefix + "."] = (mod.block + ".", name.rpartition(".")[0] + ".")
     return out
 
 

@@ -28,6 +28,7 @@ config.json keys when present, else what the family's transformers code does
 
 import os
 import re
+import threading
 import warnings
 
 import torch
@@ -86,22 +87,28 @@ class Experts(nn.Module):
     forward(hidden_states [T, H] (or [..., H]), top_k_index [T, K], top_k_weights [T, K])
     returns sum_k weight * expert(x) in hidden_states' dtype (float32, float16 or
     bfloat16), as transformers' experts modules do.  Expert ids are global; -1 adds
-    nothing."""
+    nothing.
 
-    def __init__(self, layer, *, num_experts, hidden_size, top_k=None, prefix=None):
+    threads: the threads moeq's kernels use for a call; None (default): torch's
+    (torch.get_num_threads() at the call, so torch.set_num_threads governs both).
+    Each calling thread gets its own moeq.Context per thread count."""
+
+    def __init__(self, layer, *, num_experts, hidden_size, top_k=None, prefix=None,
+                 threads=None):
         super().__init__()
         self.layer = layer
         self.num_experts = num_experts
         self.hidden_size = hidden_size
         self.top_k = top_k
         self.prefix = prefix
+        self.threads = threads
         # the checkpoint prefix of the MoE block (replace_experts sets it where the
         # experts are nested deeper than "<block>.experts")
         self.block = prefix.rpartition(".")[0] if prefix else None
 
     @classmethod
     def from_checkpoint(cls, checkpoint_dir, prefix, *, config=None, checkpoint=None,
-                        settings=None):
+                        settings=None, threads=None):
         """The experts under `prefix` ("model.layers.3.mlp.experts") of a checkpoint
         directory, loaded straight from its safetensors files (packed, not
         decompressed).  `config`/`checkpoint`: an open Config / Checkpoint to reuse."""
@@ -118,10 +125,10 @@ class Experts(nn.Module):
             if owned_cfg:
                 cfg.close()
         return cls(layer, num_experts=m["num_experts"], hidden_size=m["hidden_size"],
-                   top_k=m["top_k"], prefix=prefix)
+                   top_k=m["top_k"], prefix=prefix, threads=threads)
 
     @classmethod
-    def from_tensors(cls, config, prefix, tensors, *, settings=None):
+    def from_tensors(cls, config, prefix, tensors, *, settings=None, threads=None):
         """The experts under `prefix` from {full checkpoint name: tensor} (torch tensors or
         ndarrays as the checkpoint stores them: weight_packed int32, weight_scale
         torch.bfloat16, ...); `config`: the model's config.json (or its directory, or
@@ -141,7 +148,7 @@ class Experts(nn.Module):
             if owned:
                 cfg.close()
         return cls(layer, num_experts=m["num_experts"], hidden_size=m["hidden_size"],
-                   top_k=m["top_k"], prefix=prefix)
+                   top_k=m["top_k"], prefix=prefix, threads=threads)
 
     @staticmethod
     def _create(cfg, prefix, m):
@@ -160,14 +167,31 @@ class Experts(nn.Module):
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, shape[-1])
         k = top_k_index.shape[-1]
+        ctx = _context(self.threads or torch.get_num_threads())
         with torch.no_grad():
             out = self.layer.apply(x, top_k_index.reshape(x.shape[0], k),
-                                   top_k_weights.reshape(x.shape[0], k))
+                                   top_k_weights.reshape(x.shape[0], k), ctx=ctx)
         return out.view(shape)
 
     def extra_repr(self):
         return (f"prefix={self.prefix!r}, scheme={self.layer.scheme}, "
-                f"num_experts={self.num_experts}, hidden_size={self.hidden_size}")
+                f"num_experts={self.num_experts}, hidden_size={self.hidden_size}, "
+                f"threads={self.threads or 'torch'}")
+
+
+_contexts = threading.local()
+
+
+def _context(threads):
+    """The calling thread's moeq.Context with `threads` threads (a context serves one call
+    at a time, and its worker threads are made once)."""
+    cache = getattr(_contexts, "by_threads", None)
+    if cache is None:
+        cache = _contexts.by_threads = {}
+    ctx = cache.get(threads)
+    if ctx is None:
+        ctx = cache[threads] = Context(threads=threads)
+    return ctx
 
 
 class MoE(nn.Module):
@@ -264,13 +288,14 @@ def _bias_tensor(dtype, arr):
 # --------------------------------------------------------------------------
 
 
-def replace_experts(model, checkpoint_dir, *, config=None):
+def replace_experts(model, checkpoint_dir, *, config=None, threads=None):
     """Swaps the routed experts of every MoE block of a transformers model for
     ``Experts`` built from `checkpoint_dir` (its config.json and safetensors files),
     in place.  The blocks keep their router and shared experts; each block's
     ``experts`` module (called as experts(hidden [T, H], top_k_index, top_k_weights))
     becomes moeq's, whose weights stay packed in the library.  The replaced experts'
-    tensors are released.  Returns the names of the replaced modules."""
+    tensors are released.  `threads`: see Experts (None: torch's thread count).  Returns
+    the names of the replaced modules."""
     cfg, owned = _as_config(config if config is not None else checkpoint_dir)
     replaced = []
     try:
@@ -280,7 +305,7 @@ def replace_experts(model, checkpoint_dir, *, config=None):
             for name, block, prefix, ckpt_block in _moe_blocks(model, m, names):
                 old = getattr(block, "experts")
                 new = Experts.from_checkpoint(checkpoint_dir, prefix, config=cfg,
-                                              checkpoint=ckpt, settings=m)
+                                              checkpoint=ckpt, settings=m, threads=threads)
                 new.block = ckpt_block
                 setattr(block, "experts", new)
                 del old
@@ -337,7 +362,8 @@ def _moe_blocks(model, m, names):
     return found
 
 
-def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, **kwargs):
+def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, threads=None,
+                    **kwargs):
     """A transformers causal LM for a compressed-tensors checkpoint whose routed experts
     run on moeq with the checkpoint's packed weights.  Returns (model, names of the
     replaced experts modules).
@@ -348,7 +374,8 @@ def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, **
     transformers' dequantize=True does): the experts are never decompressed.
     low_memory=False: transformers loads the whole model (experts decompressed to
     `dtype` while loading, CompressedTensorsConfig(dequantize=True)), then the experts
-    are swapped; for models the first path cannot build.  `kwargs` go to
+    are swapped; for models the first path cannot build.  `threads`: see Experts.
+    `kwargs` go to
     AutoModelForCausalLM.from_pretrained (low_memory=False) or from_config."""
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils.quantization_config import CompressedTensorsConfig
@@ -363,7 +390,7 @@ def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, **
                 path, dtype=dtype, quantization_config=CompressedTensorsConfig(dequantize=True),
                 **kwargs)
         model.eval()
-        return model, replace_experts(model, path)
+        return model, replace_experts(model, path, threads=threads)
 
     hf_config = AutoConfig.from_pretrained(path)
     if hasattr(hf_config, "quantization_config"):
@@ -371,7 +398,7 @@ def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, **
     with _parameters_on_meta():
         model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype, **kwargs)
     with Config.load(path) as cfg:
-        replaced = replace_experts(model, path, config=cfg)
+        replaced = replace_experts(model, path, config=cfg, threads=threads)
         _load_dense(model, path, cfg, dtype, _expert_prefixes(model))
     model.eval()
     return model, replaced

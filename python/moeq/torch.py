@@ -13,6 +13,12 @@ NVFP4, ...) inside libmoeq; torch sees no parameters for them.
 - ``replace_experts(model, checkpoint_dir)``: swaps the experts of every MoE block
   of a transformers model for ``Experts`` built from the checkpoint, so
   ``model.generate`` runs on moeq's kernels; ``from_pretrained`` loads and swaps.
+  Tested on Qwen3-MoE, Mixtral, DeepSeek-V3 and GPT-OSS.  The checkpoint holds the
+  experts one module per expert and projection ("<block>.experts.<e>.gate_proj"),
+  as compressed-tensors quantizes them; GPT-OSS's as llm-compressor writes them
+  ("<block>.experts.experts.<e>.gate_proj", with biases) or one level up.  Fused
+  3-D expert tensors (GPT-OSS's own MXFP4 release) are not a compressed-tensors
+  checkpoint and are not read.
 
 Where the settings come from: ``model_settings(config)``, one function over the
 library's model-family table (``Config.model_moe()``, moeq_model_moe_get): the
@@ -22,6 +28,7 @@ config.json keys when present, else what the family's transformers code does
 
 import os
 import re
+import threading
 import warnings
 
 import torch
@@ -80,19 +87,28 @@ class Experts(nn.Module):
     forward(hidden_states [T, H] (or [..., H]), top_k_index [T, K], top_k_weights [T, K])
     returns sum_k weight * expert(x) in hidden_states' dtype (float32, float16 or
     bfloat16), as transformers' experts modules do.  Expert ids are global; -1 adds
-    nothing."""
+    nothing.
 
-    def __init__(self, layer, *, num_experts, hidden_size, top_k=None, prefix=None):
+    threads: the threads moeq's kernels use for a call; None (default): torch's
+    (torch.get_num_threads() at the call, so torch.set_num_threads governs both).
+    Each calling thread gets its own moeq.Context per thread count."""
+
+    def __init__(self, layer, *, num_experts, hidden_size, top_k=None, prefix=None,
+                 threads=None):
         super().__init__()
         self.layer = layer
         self.num_experts = num_experts
         self.hidden_size = hidden_size
         self.top_k = top_k
         self.prefix = prefix
+        self.threads = threads
+        # the checkpoint prefix of the MoE block (replace_experts sets it where the
+        # experts are nested deeper than "<block>.experts")
+        self.block = prefix.rpartition(".")[0] if prefix else None
 
     @classmethod
     def from_checkpoint(cls, checkpoint_dir, prefix, *, config=None, checkpoint=None,
-                        settings=None):
+                        settings=None, threads=None):
         """The experts under `prefix` ("model.layers.3.mlp.experts") of a checkpoint
         directory, loaded straight from its safetensors files (packed, not
         decompressed).  `config`/`checkpoint`: an open Config / Checkpoint to reuse."""
@@ -109,10 +125,10 @@ class Experts(nn.Module):
             if owned_cfg:
                 cfg.close()
         return cls(layer, num_experts=m["num_experts"], hidden_size=m["hidden_size"],
-                   top_k=m["top_k"], prefix=prefix)
+                   top_k=m["top_k"], prefix=prefix, threads=threads)
 
     @classmethod
-    def from_tensors(cls, config, prefix, tensors, *, settings=None):
+    def from_tensors(cls, config, prefix, tensors, *, settings=None, threads=None):
         """The experts under `prefix` from {full checkpoint name: tensor} (torch tensors or
         ndarrays as the checkpoint stores them: weight_packed int32, weight_scale
         torch.bfloat16, ...); `config`: the model's config.json (or its directory, or
@@ -132,7 +148,7 @@ class Experts(nn.Module):
             if owned:
                 cfg.close()
         return cls(layer, num_experts=m["num_experts"], hidden_size=m["hidden_size"],
-                   top_k=m["top_k"], prefix=prefix)
+                   top_k=m["top_k"], prefix=prefix, threads=threads)
 
     @staticmethod
     def _create(cfg, prefix, m):
@@ -151,14 +167,31 @@ class Experts(nn.Module):
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, shape[-1])
         k = top_k_index.shape[-1]
+        ctx = _context(self.threads or torch.get_num_threads())
         with torch.no_grad():
             out = self.layer.apply(x, top_k_index.reshape(x.shape[0], k),
-                                   top_k_weights.reshape(x.shape[0], k))
+                                   top_k_weights.reshape(x.shape[0], k), ctx=ctx)
         return out.view(shape)
 
     def extra_repr(self):
         return (f"prefix={self.prefix!r}, scheme={self.layer.scheme}, "
-                f"num_experts={self.num_experts}, hidden_size={self.hidden_size}")
+                f"num_experts={self.num_experts}, hidden_size={self.hidden_size}, "
+                f"threads={self.threads or 'torch'}")
+
+
+_contexts = threading.local()
+
+
+def _context(threads):
+    """The calling thread's moeq.Context with `threads` threads (a context serves one call
+    at a time, and its worker threads are made once)."""
+    cache = getattr(_contexts, "by_threads", None)
+    if cache is None:
+        cache = _contexts.by_threads = {}
+    ctx = cache.get(threads)
+    if ctx is None:
+        ctx = cache[threads] = Context(threads=threads)
+    return ctx
 
 
 class MoE(nn.Module):
@@ -183,14 +216,20 @@ class MoE(nn.Module):
     def from_checkpoint(cls, checkpoint_dir, layer, *, config=None):
         """The MoE block `layer` of a checkpoint: a decoder layer index (3 ->
         "model.layers.3.<moe_block>") or the block's prefix ("model.layers.3.mlp").
-        Its experts are "<block>.<experts>"; the family's correction-bias tensor
+        Its experts are "<block>.<experts>" (or "<block>.<experts>.experts", as
+        llm-compressor names GPT-OSS's); the family's correction-bias tensor
         ("<block>.gate.e_score_correction_bias") is used when the checkpoint has it."""
         cfg, owned = _as_config(config if config is not None else checkpoint_dir)
         try:
             m = model_settings(cfg)
             block = _block_prefix(m, layer)
             with Checkpoint(os.fspath(checkpoint_dir)) as ckpt:
-                experts = Experts.from_checkpoint(checkpoint_dir, f"{block}.{m['experts']}",
+                prefix = _experts_under(m, block, _expert_containers(ckpt.names()))
+                if prefix is None:
+                    _errors.fail("NO_MATCH", f"{checkpoint_dir}: no experts under {block} (no "
+                                             f"tensor {block}.{m['experts']}[.experts].<e>."
+                                             f"<proj>.*)")
+                experts = Experts.from_checkpoint(checkpoint_dir, prefix,
                                                   config=cfg, checkpoint=ckpt, settings=m)
                 bias = None
                 name = f"{block}.{m['correction_bias']}" if m["correction_bias"] else None
@@ -210,7 +249,9 @@ class MoE(nn.Module):
         try:
             m = model_settings(cfg)
             block = _block_prefix(m, layer)
-            experts = Experts.from_tensors(cfg, f"{block}.{m['experts']}", tensors, settings=m)
+            prefix = (_experts_under(m, block, _expert_containers(tensors))
+                      or f"{block}.{m['experts']}")
+            experts = Experts.from_tensors(cfg, prefix, tensors, settings=m)
         finally:
             if owned:
                 cfg.close()
@@ -247,23 +288,25 @@ def _bias_tensor(dtype, arr):
 # --------------------------------------------------------------------------
 
 
-def replace_experts(model, checkpoint_dir, *, config=None):
+def replace_experts(model, checkpoint_dir, *, config=None, threads=None):
     """Swaps the routed experts of every MoE block of a transformers model for
     ``Experts`` built from `checkpoint_dir` (its config.json and safetensors files),
     in place.  The blocks keep their router and shared experts; each block's
     ``experts`` module (called as experts(hidden [T, H], top_k_index, top_k_weights))
     becomes moeq's, whose weights stay packed in the library.  The replaced experts'
-    tensors are released.  Returns the names of the replaced modules."""
+    tensors are released.  `threads`: see Experts (None: torch's thread count).  Returns
+    the names of the replaced modules."""
     cfg, owned = _as_config(config if config is not None else checkpoint_dir)
     replaced = []
     try:
         m = model_settings(cfg)
         with Checkpoint(os.fspath(checkpoint_dir)) as ckpt:
             names = ckpt.names()
-            for name, block, prefix in _moe_blocks(model, m, names):
+            for name, block, prefix, ckpt_block in _moe_blocks(model, m, names):
                 old = getattr(block, "experts")
                 new = Experts.from_checkpoint(checkpoint_dir, prefix, config=cfg,
-                                              checkpoint=ckpt, settings=m)
+                                              checkpoint=ckpt, settings=m, threads=threads)
+                new.block = ckpt_block
                 setattr(block, "experts", new)
                 del old
                 replaced.append(f"{name}.experts")
@@ -277,28 +320,50 @@ def replace_experts(model, checkpoint_dir, *, config=None):
     return replaced
 
 
+_EXPERT_TENSOR = re.compile(r"^(.*)\.\d+\.[^.]+\.[^.]+$")  # <experts>.<e>.<proj>.<tensor>
+
+
+def _expert_containers(names):
+    """The prefixes P of the checkpoint names "P.<e>.<proj>.<tensor>"."""
+    return {m.group(1) for m in map(_EXPERT_TENSOR.match, names) if m}
+
+
+def _experts_under(m, block, containers):
+    """The checkpoint prefix of the experts of the block at `block`, or None.  Under the
+    block they are "<experts>.<e>.<proj>", or "<experts>.experts.<e>.<proj>" where the
+    quantizer replaced the experts module by a container that holds them as a list
+    named `experts` (llm-compressor's LinearExperts for GPT-OSS)."""
+    for prefix in (f"{block}.{m['experts']}", f"{block}.{m['experts']}.experts"):
+        if prefix in containers:
+            return prefix
+    return None
+
+
 def _moe_blocks(model, m, names):
-    """(module name, block, checkpoint prefix of its experts) for each MoE block of a model.
+    """(module name, block, checkpoint prefix of its experts, checkpoint prefix of the
+    block) for each MoE block of a model.
 
     The checkpoint may name a block differently from the module tree (transformers'
     Mixtral is "model.layers.<n>.mlp" in torch and "...block_sparse_moe" on disk): the
     family's block name is tried first, then the module's own name."""
     layer = re.compile(r"^(.*\blayers\.\d+)\.[A-Za-z_]\w*$")
+    containers = _expert_containers(names)
     found = []
     for name, mod in model.named_modules():
         match = layer.match(name)
         if not match or isinstance(mod, Experts) or not isinstance(
                 getattr(mod, "experts", None), nn.Module):
             continue
-        for prefix in (f"{match.group(1)}.{m['moe_block']}.{m['experts']}", f"{name}.experts"):
-            head = prefix + "."
-            if any(n.startswith(head) for n in names):
-                found.append((name, mod, prefix))
+        for block in (f"{match.group(1)}.{m['moe_block']}", name):
+            prefix = _experts_under(m, block, containers)
+            if prefix:
+                found.append((name, mod, prefix, block))
                 break
     return found
 
 
-def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, **kwargs):
+def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, threads=None,
+                    **kwargs):
     """A transformers causal LM for a compressed-tensors checkpoint whose routed experts
     run on moeq with the checkpoint's packed weights.  Returns (model, names of the
     replaced experts modules).
@@ -309,7 +374,8 @@ def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, **
     transformers' dequantize=True does): the experts are never decompressed.
     low_memory=False: transformers loads the whole model (experts decompressed to
     `dtype` while loading, CompressedTensorsConfig(dequantize=True)), then the experts
-    are swapped; for models the first path cannot build.  `kwargs` go to
+    are swapped; for models the first path cannot build.  `threads`: see Experts.
+    `kwargs` go to
     AutoModelForCausalLM.from_pretrained (low_memory=False) or from_config."""
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils.quantization_config import CompressedTensorsConfig
@@ -324,7 +390,7 @@ def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, **
                 path, dtype=dtype, quantization_config=CompressedTensorsConfig(dequantize=True),
                 **kwargs)
         model.eval()
-        return model, replace_experts(model, path)
+        return model, replace_experts(model, path, threads=threads)
 
     hf_config = AutoConfig.from_pretrained(path)
     if hasattr(hf_config, "quantization_config"):
@@ -332,7 +398,7 @@ def from_pretrained(checkpoint_dir, *, dtype=torch.bfloat16, low_memory=True, **
     with _parameters_on_meta():
         model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype, **kwargs)
     with Config.load(path) as cfg:
-        replaced = replace_experts(model, path, config=cfg)
+        replaced = replace_experts(model, path, config=cfg, threads=threads)
         _load_dense(model, path, cfg, dtype, _expert_prefixes(model))
     model.eval()
     return model, replaced
@@ -344,8 +410,7 @@ def _expert_prefixes(model):
     out = {}
     for name, mod in model.named_modules():
         if isinstance(mod, Experts):
-            out[mod.prefix + "."] = (mod.prefix.rpartition(".")[0] + ".",
-                                     name.rpartition(".")[0] + ".")
+            out[mod.prefix + "."] = (mod.block + ".", name.rpartition(".")[0] + ".")
     return out
 
 

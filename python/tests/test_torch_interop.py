@@ -85,9 +85,14 @@ def test_route_takes_and_returns_tensors(model):
 def test_route_reads_float32_logits_in_place(model, monkeypatch):
     E, _, _, K = model[4]
     logits = torch.randn(5, E)
+    bias = torch.randn(E) * 0.1
     spy = Spy(monkeypatch, "moeq_route")
-    moeq.route(logits, K)
-    assert address(spy.calls[-1][1]) == logits.data_ptr()
+    ids, weights = moeq.route(logits, K, scoring="sigmoid", correction_bias=bias)
+    cfg, x, _, ids_out, weights_out = spy.calls[-1][:5]
+    assert address(x) == logits.data_ptr()
+    assert address(cfg._obj.correction_bias) == bias.data_ptr()
+    # The returned tensors own the very buffers the library wrote.
+    assert address(ids_out) == ids.data_ptr() and address(weights_out) == weights.data_ptr()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -206,6 +211,8 @@ def test_dequantize_takes_tensors_in_place(model, monkeypatch):
     seen = {ctypes.string_at(arr[i].name).decode(): arr[i].data for i in range(n)}
     for bare, t in t_tensors.items():
         assert seen[bare] == t.data_ptr(), bare
+    # The returned tensor owns the very buffer the library wrote.
+    assert address(spy.calls[-1][7]) == out.data_ptr()
     ref = moeq.dequantize(res["weights"], res["format"], np_tensors, module=module)
     np.testing.assert_array_equal(out.numpy(), ref)
     bf = moeq.dequantize(res["weights"], res["format"], t_tensors, module=module,

@@ -177,3 +177,40 @@ def test_moe_takes_any_leading_shape_and_no_tokens(synth):
     assert torch.equal(out.view(6, -1), moe(hidden.view(6, -1), logits))
     empty = moe(torch.zeros(0, m["hidden_size"]), torch.zeros(0, m["num_experts"]))
     assert empty.shape == (0, m["hidden_size"])
+
+
+def test_experts_follow_torch_threads(synth, monkeypatch):
+    """threads=None runs moeq with torch's thread count (a context per count and calling
+    thread); the result does not depend on it."""
+    preset, d, cfg = synth
+    m = mt.model_settings(cfg)
+    prefix = f"model.layers.{PRESETS[preset]}.{m['moe_block']}.{m['experts']}"
+    experts = mt.Experts.from_checkpoint(d, prefix)
+    assert experts.threads is None
+    g = torch.Generator().manual_seed(17)
+    x = torch.randn(40, m["hidden_size"], generator=g)
+    ids, weights = moeq.route(torch.randn(40, m["num_experts"], generator=g), m["top_k"])
+    seen = []
+    apply = experts.layer.apply
+
+    def spy(*args, ctx=None, **kw):
+        seen.append(ctx)
+        return apply(*args, ctx=ctx, **kw)
+
+    monkeypatch.setattr(experts.layer, "apply", spy)
+    before = torch.get_num_threads()
+    outs = {}
+    try:
+        for n in (1, 3, 1):
+            torch.set_num_threads(n)
+            outs.setdefault(n, []).append(experts(x, ids, weights))
+    finally:
+        torch.set_num_threads(before)
+    assert seen[0] is seen[2] and seen[0] is not seen[1]  # one context per thread count
+    experts.threads = 2
+    outs[2] = [experts(x, ids, weights)]
+    assert seen[3] is not seen[0] and seen[3] is not seen[1]
+    for n, results in outs.items():
+        for out in results:
+            assert torch.equal(out, outs[1][0]), n
+    assert "threads=2" in repr(experts)

@@ -231,6 +231,14 @@ fail:
     return st;
 }
 
+int32_t moeq__linear_shards(const moeq_linear *l) {
+    return l->n;
+}
+
+moeq_moe *moeq__linear_shard(moeq_linear *l, int32_t j) {
+    return j >= 0 && j < l->n ? l->sh[j] : NULL;
+}
+
 /* ---- the manifest --------------------------------------------------------------------- */
 
 uint32_t moeq_linear_param_count(const moeq_linear *l) {

@@ -56,6 +56,10 @@ struct moeq_ctx {
  * Applied with ids and weights NULL and top_k 1: token t is row t of the
  * projection's input, and out row t its output (+ bias). */
 moeq_status moeq__moe_create_linear(const moeq_moe_config *cfg, moeq_moe **out, moeq_error *err);
+/* A linear layer's shards (linear.c), for benchmarks and tests that fill
+ * their parameters directly: the count, and shard j's layer. */
+int32_t moeq__linear_shards(const moeq_linear *l);
+moeq_moe *moeq__linear_shard(moeq_linear *l, int32_t j);
 /* moeq_moe_load after the name is parsed: tensor t (named t->name in
  * messages) is checkpoint parameter `suffix` of global expert `global`'s
  * projection `shard`. */

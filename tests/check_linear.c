@@ -10,6 +10,7 @@
 #include "test_moe.h"
 
 #include <math.h>
+#include <pthread.h>
 
 #define NAME "model.layers.0.self_attn.o_proj"
 #define QKV  "model.layers.0.self_attn.qkv_proj"
@@ -549,6 +550,63 @@ START_TEST(test_load_checkpoint) {
 }
 END_TEST
 
+/* One finalized layer, four threads each with its own context (two of them
+ * pooled): every call gives the bits a lone call gives. */
+typedef struct conc_arg {
+    const moeq_linear *l;
+    const float *x;
+    const float *want;
+    int32_t T, out, threads;
+    int ok;
+} conc_arg;
+
+static void *conc_thread(void *vp) {
+    conc_arg *a = vp;
+    moeq_ctx_options o = {a->threads, 0};
+    moeq_ctx *ctx = NULL;
+    moeq_error err;
+    a->ok = moeq_ctx_create(&o, &ctx, &err) == MOEQ_OK;
+    float *y = malloc(sizeof(float) * (size_t)a->T * (size_t)a->out);
+    for (int r = 0; r < 20 && a->ok && y; r++) {
+        a->ok = moeq_linear_apply(a->l, ctx, MOEQ_DTYPE_F32, a->x, a->T, MOEQ_DTYPE_F32, y, &err) ==
+                    MOEQ_OK &&
+                memcmp(y, a->want, sizeof(float) * (size_t)a->T * (size_t)a->out) == 0;
+    }
+    free(y);
+    moeq_ctx_destroy(ctx);
+    return NULL;
+}
+
+START_TEST(test_concurrent_apply) {
+    lin_fixture f;
+    fixture_create(&f, &k_test_schemes[MOEQ_SCHEME_W8A8_INT8], QKV, 64, true, true);
+    fixture_compress(&f, 12);
+    fixture_load(&f);
+    moeq_error err;
+    ck_assert_ok(moeq_linear_finalize(f.layer, &err), &err);
+    enum { T = 6 };
+    float x[T * 64], want[T * 64];
+    uint32_t s = 17;
+    for (int i = 0; i < T * 64; i++) x[i] = frand(&s);
+    moeq_ctx *ctx;
+    ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
+    ck_assert_ok(moeq_linear_apply(f.layer, ctx, MOEQ_DTYPE_F32, x, T, MOEQ_DTYPE_F32, want, &err),
+                 &err);
+    moeq_ctx_destroy(ctx);
+    pthread_t tid[4];
+    conc_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (conc_arg){f.layer, x, want, T, f.out, i < 2 ? 1 : 2, 0};
+        ck_assert_int_eq(pthread_create(&tid[i], NULL, conc_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(tid[i], NULL);
+        ck_assert_msg(args[i].ok, "thread %d: a call failed or differed", i);
+    }
+    fixture_free(&f);
+}
+END_TEST
+
 static Suite *linear_suite(void) {
     Suite *s = suite_create("linear");
     TCase *tc = tcase_create("schemes");
@@ -561,6 +619,7 @@ static Suite *linear_suite(void) {
     tcase_add_test(bad, test_bad_input_scale);
     tcase_add_test(bad, test_bad_apply);
     tcase_add_test(bad, test_load_checkpoint);
+    tcase_add_test(bad, test_concurrent_apply);
     suite_add_tcase(s, bad);
     return s;
 }

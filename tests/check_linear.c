@@ -330,6 +330,13 @@ START_TEST(test_every_scheme_fused_bias) {
 }
 END_TEST
 
+/* A linear layer has no gate and up: in_features need not be a multiple of
+ * the weight block's rows (MoE layers need it of intermediate_size). */
+START_TEST(test_block_not_dividing_in_features) {
+    check_scheme(MOEQ_SCHEME_W8A8_FP8, false, false, 80);
+}
+END_TEST
+
 /* ---- bad inputs ------------------------------------------------------------------------ */
 
 static const moeq_test_scheme_args k_fp8_static = {
@@ -612,6 +619,7 @@ static Suite *linear_suite(void) {
     TCase *tc = tcase_create("schemes");
     tcase_add_loop_test(tc, test_every_scheme, 0, MOEQ_SCHEME_COUNT);
     tcase_add_loop_test(tc, test_every_scheme_fused_bias, 0, MOEQ_SCHEME_COUNT);
+    tcase_add_test(tc, test_block_not_dividing_in_features);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("bad_inputs");
     tcase_add_test(bad, test_bad_config);

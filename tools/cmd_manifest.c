@@ -352,8 +352,10 @@ int cmd_manifest(int argc, char **argv) {
     for (int d = 0; d < 3; d++) {
         if (*dims[d].value) continue;
         if (dims[d].model < 1 || dims[d].model > (1 << 24)) {
-            fprintf(stderr, "moeq manifest: %s has no usable %s; give %s\n", config_path,
-                    dims[d].what, dims[d].flag);
+            fprintf(stderr,
+                    "moeq manifest: %s has no usable %s; give %s (for a linear module: --in "
+                    "and --out)\n",
+                    config_path, dims[d].what, dims[d].flag);
             moeq_config_destroy(cfg);
             return CLI_USAGE;
         }

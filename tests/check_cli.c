@@ -372,6 +372,101 @@ START_TEST(test_run_layer) {
 }
 END_TEST
 
+/* `moeq run` and `moeq manifest` of linear modules: an attention projection,
+ * a fused qkv_proj from its q/k/v shards, an ignored (bf16) one; the output
+ * equals moeq_linear_apply's through the library. */
+START_TEST(test_run_linear) {
+    char dir[128], x_path[160], out_path[160], cmd[1024];
+    snprintf(dir, sizeof dir, "%s/model", tmpdir);
+    snprintf(x_path, sizeof x_path, "%s/x.npy", tmpdir);
+    snprintf(out_path, sizeof out_path, "%s/out.npy", tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "%s synth w8a8-fp8-static %s --experts 4 --top-k 2 --hidden 64 --intermediate 32 "
+             "--layers 1 2>&1",
+             tool(), dir);
+    char *out = NULL;
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    free(out);
+    enum { T = 3, H = 64 };
+    float x[T * H];
+    for (int i = 0; i < T * H; i++) x[i] = cosf(0.21f * (float)i);
+    char msg[256];
+    int64_t xs[2] = {T, H};
+    ck_assert_msg(npy_write(x_path, MOEQ_DTYPE_F32, 2, xs, x, msg, sizeof msg) == 0, "%s", msg);
+    const char *layer = "model.layers.0.self_attn.o_proj";
+    snprintf(cmd, sizeof cmd, "%s run %s --layer %s --input %s -o %s --check --repeat 1 2>&1",
+             tool(), dir, layer, x_path, out_path);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "o_proj: linear, w8a8_fp8 (group group_0), in 64, out 64"), "%s",
+                  out);
+    ck_assert_msg(strstr(out, ": ok (tolerance 1e-02"), "%s", out);
+    free(out);
+    /* the library gives the same numbers */
+    moeq_error err;
+    moeq_config *cfg = NULL;
+    moeq_checkpoint *ck = NULL;
+    ck_assert_ok(moeq_config_load(dir, NULL, &cfg, &err), &err);
+    ck_assert_ok(moeq_checkpoint_open(dir, &ck, &err), &err);
+    moeq_resolution res;
+    moeq_selection sel;
+    moeq_linear_config lc;
+    ck_assert_ok(moeq_resolve(cfg, layer, MOEQ_MODULE_LINEAR, NULL, &res, &err), &err);
+    ck_assert_ok(moeq_select(&res, layer, NULL, &sel, &err), &err);
+    ck_assert_ok(moeq_linear_config_init(&lc, cfg, &res, &sel, &err), &err);
+    lc.name = layer;
+    lc.in_features = H;
+    lc.out_features = H;
+    moeq_linear *lin = NULL;
+    ck_assert_ok(moeq_linear_create(&lc, &lin, &err), &err);
+    ck_assert_ok(moeq_linear_load_checkpoint(lin, ck, NULL, &err), &err);
+    ck_assert_ok(moeq_linear_finalize(lin, &err), &err);
+    moeq_ctx *ctx = NULL;
+    ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
+    float want[T * H];
+    ck_assert_ok(moeq_linear_apply(lin, ctx, MOEQ_DTYPE_F32, x, T, MOEQ_DTYPE_F32, want, &err),
+                 &err);
+    npy_array got;
+    ck_assert_msg(npy_read(out_path, &got, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_int_eq(got.shape[0], T);
+    ck_assert_int_eq(got.shape[1], H);
+    ck_assert_msg(memcmp(got.data, want, sizeof want) == 0, "moeq run and the library differ");
+    npy_free(&got);
+    moeq_ctx_destroy(ctx);
+    moeq_linear_destroy(lin);
+    moeq_checkpoint_close(ck);
+    moeq_config_destroy(cfg);
+    /* fused from shards, and its manifest */
+    snprintf(cmd, sizeof cmd, "%s run %s --layer model.layers.0.self_attn.qkv_proj --check 2>&1",
+             tool(), dir);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "fused from q_proj [64], k_proj [32], v_proj [32]"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s manifest %s --layer model.layers.0.self_attn.qkv_proj 2>&1",
+             tool(), dir);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "k_proj.input_scale") && strstr(out, "v_proj.weight "), "%s", out);
+    free(out);
+    /* ignored lm_head: plain bf16 */
+    snprintf(cmd, sizeof cmd, "%s run %s --layer lm_head --tokens 2 --check 2>&1", tool(), dir);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "lm_head: linear, unquantized"), "%s", out);
+    free(out);
+    /* a name that is neither */
+    snprintf(cmd, sizeof cmd, "%s run %s --layer model.layers.0.self_attn.x_proj 2>&1", tool(),
+             dir);
+    ck_assert_int_eq(run(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "model.layers.0.self_attn.x_proj.<param> (a linear module)"), "%s",
+                  out);
+    free(out);
+    /* MoE-only options */
+    snprintf(cmd, sizeof cmd, "%s run %s --layer %s --router-logits %s 2>&1", tool(), dir, layer,
+             x_path);
+    ck_assert_int_eq(run(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "is a linear module"), "%s", out);
+    free(out);
+}
+END_TEST
+
 static Suite *cli_suite(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("core");
@@ -381,7 +476,9 @@ static Suite *cli_suite(void) {
     tcase_add_test(tc, test_plan_json_matches_library);
     tcase_add_test(tc, test_engine_option);
     tcase_add_test(tc, test_run_layer);
-    tcase_add_loop_test(tc, test_dequant_fixtures, 0, (int)(sizeof k_fixtures / sizeof k_fixtures[0]));
+    tcase_add_test(tc, test_run_linear);
+    tcase_add_loop_test(tc, test_dequant_fixtures, 0,
+                        (int)(sizeof k_fixtures / sizeof k_fixtures[0]));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -41,7 +41,7 @@ START_TEST(test_plan_json_shape) {
         text, "{\"layer\":\"model.layers.3.self_attn.q_a_proj\",\"kind\":\"linear\",\"status\":"
               "\"quantized\",\"group\":\"group_0\",\"target\":\"re:model\\\\.layers\\\\."));
     ck_assert_ptr_nonnull(strstr(text,
-                                 "\"format\":\"pack-quantized\",\"scheme\":null,\"weights\":{"
+                                 "\"format\":\"pack-quantized\",\"scheme\":\"wna16\",\"weights\":{"
                                  "\"actorder\":null,\"block_structure\":null,\"dynamic\":false,"
                                  "\"group_size\":64,\"num_bits\":8,\"observer\":"
                                  "\"memoryless_minmax\",\"scale_dtype\":null,\"strategy\":"
@@ -51,10 +51,11 @@ START_TEST(test_plan_json_shape) {
                                  "{\"layer\":\"model.layers.10.mlp.experts\",\"kind\":\"moe\","
                                  "\"status\":\"quantized\",\"group\":\"group_1\""));
     ck_assert_ptr_nonnull(strstr(text, "\"scheme\":\"wna16\",\"weights\":{"));
-    ck_assert_ptr_nonnull(strstr(text, "{\"layer\":\"model.layers.5.mlp.gate\",\"kind\":\"linear\","
-                                       "\"status\":\"ignored\",\"group\":null,\"target\":"
-                                       "\"re:.*mlp\\\\.gate$\",\"format\":null,\"scheme\":null,"
-                                       "\"weights\":null"));
+    ck_assert_ptr_nonnull(
+        strstr(text, "{\"layer\":\"model.layers.5.mlp.gate\",\"kind\":\"linear\","
+                     "\"status\":\"ignored\",\"group\":null,\"target\":"
+                     "\"re:.*mlp\\\\.gate$\",\"format\":null,\"scheme\":\"unquantized\","
+                     "\"weights\":null"));
     ck_assert_ptr_nonnull(strstr(text,
                                  "{\"layer\":\"model.layers.78.mlp.experts\",\"kind\":\"moe\","
                                  "\"status\":\"unmatched\",\"group\":null,\"target\":null,"
@@ -118,8 +119,9 @@ START_TEST(test_plan_errors_and_warnings) {
                      &err);
     ck_assert_status(moeq_plan(cfg, "", 0, NULL, NULL, NULL, &err), MOEQ_STATUS_INVALID_ARG, &err);
     /* An empty list is an empty plan. */
-    ck_assert_ok(moeq_plan(cfg, "", 0, &(moeq_plan_options){NULL, NULL, 1, 1, NULL}, &text, &errors, &err),
-                 &err);
+    ck_assert_ok(
+        moeq_plan(cfg, "", 0, &(moeq_plan_options){NULL, NULL, 1, 1, NULL}, &text, &errors, &err),
+        &err);
     ck_assert_str_eq(text, "[]\n");
     moeq_free(text);
     moeq_config_destroy(cfg);

@@ -70,6 +70,36 @@ typedef struct cli_moe_layer {
     moeq_moe_config mc;
     const char *proj[3];
 } cli_moe_layer;
+/* A linear module of a checkpoint (linear_layer.c): its resolution,
+ * selection and the moeq_linear_config that creates it; for a fused name the
+ * checkpoint stores split (qkv_proj, gate_up_proj), its shards.  lc points
+ * into the struct and at LAYER: use it in place. */
+typedef struct cli_linear {
+    int n_shards; /* 0: the module itself */
+    const char *shard_names[4];
+    int32_t shard_out[4];
+    moeq_resolution res;
+    moeq_selection sel;
+    moeq_linear_config lc;
+} cli_linear;
+/* 1 when the checkpoint stores LAYER as a linear module ("<LAYER>.<param>"
+ * tensors) or, for a fused name, every shard of it; 0 otherwise. */
+int cli_linear_find(const moeq_checkpoint *ck, const char *layer, cli_linear *out);
+/* Resolves and selects LAYER and starts cl->lc (name, scheme, args, the
+ * model's params_dtype); prints the error and returns CLI_FAILED. */
+int cli_linear_resolve(const moeq_config *cfg, const char *layer, const moeq_select_options *so,
+                       cli_linear *cl);
+/* For a fused name (qkv_proj, gate_up_proj): sets cl->shard_names to its
+ * shards and returns their count; 0 for any other name. */
+int cli_linear_fused(const char *layer, cli_linear *cl);
+/* After cli_linear_find: resolves and selects LAYER and fills lc, with the
+ * dimensions of the module's (shards') tensors and a bias when it has one.
+ * Prints the error and returns CLI_FAILED when that fails. */
+int cli_linear_setup(const moeq_config *cfg, const moeq_checkpoint *ck, const char *layer,
+                     const moeq_select_options *so, cli_linear *cl);
+/* "LAYER: linear, SCHEME (group G), in N, out M[ fused from ...][, with bias]" */
+void cli_linear_describe(FILE *f, const cli_linear *cl);
+
 /* proj NULL: the family's names.  has_bias -1: the family decides; 0 or 1:
  * the checkpoint does.  Prints the error and returns CLI_FAILED when LAYER
  * does not resolve, no scheme accepts it, or its experts are of a kind the

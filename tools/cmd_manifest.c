@@ -13,7 +13,8 @@ static void manifest_usage(FILE *f) {
     fprintf(f,
             "usage: moeq manifest CONFIG --layer PREFIX [--experts E] [--hidden H]\n"
             "                     [--intermediate I] [--proj GATE,UP,DOWN] [--platform cpu|npu]\n"
-            "                     [--prefer-mxint4] [--json]\n\n"
+            "                     [--prefer-mxint4] [--json]\n"
+            "       moeq manifest CONFIG --layer MODULE [--in N --out M[,M2,...]] [--json]\n\n"
             "Resolves the MoE layer PREFIX (e.g. model.layers.3.mlp.experts), selects its\n"
             "scheme and prints the parameters moeq_moe_create declares for it: name, dtype,\n"
             "shape [experts, ...], the checkpoint tensor each is loaded from, and how\n"
@@ -24,6 +25,12 @@ static void manifest_usage(FILE *f) {
             "  --proj G,U,D     projection names (default gate_proj,up_proj,down_proj;\n"
             "                   Mixtral: w1,w3,w2)\n"
             "  --json           one JSON object (layer, scheme, reason, dims, params)\n\n"
+            "A linear MODULE (model.layers.0.self_attn.o_proj; a fused qkv_proj or\n"
+            "gate_up_proj) gets the parameters moeq_linear_create declares, in the names\n"
+            "engines give them (weight_packed, weight_scale, input_scale, ...; a fused\n"
+            "module's per shard: q_proj.weight_scale): give its sizes with --in N and\n"
+            "--out M (a fused module's per shard: --out 4096,512,512), or let them come\n"
+            "from the tensors when CONFIG is a model directory that stores MODULE.\n\n"
             "exit status: 0 printed, 1 the layer does not resolve, no scheme accepts it or\n"
             "the dimensions do not suit the scheme, 2 usage or bad config\n");
 }
@@ -122,9 +129,139 @@ static int print_manifest(const moeq_moe *moe, const cli_moe_layer *ml, const ch
     return CLI_OK;
 }
 
+static int print_linear_manifest(const moeq_linear *lin, const cli_linear *cl, int json) {
+    const char *layer = cl->lc.name;
+    const char *dot = strrchr(layer, '.');
+    const char *last = dot ? dot + 1 : layer;
+    if (json) {
+        printf("{\"layer\":");
+        cli_json_string(stdout, layer);
+        printf(",\"kind\":\"linear\",\"scheme\":\"%s\",\"reason\":",
+               moeq_scheme_name(cl->sel.scheme));
+        cli_json_string(stdout, cl->sel.reason);
+        printf(",\"group\":");
+        cli_json_string(stdout, cl->res.group_name);
+        printf(",\"in_features\":%d,\"out_features\":%d,\"shards\":[", (int)cl->lc.in_features,
+               (int)cl->lc.out_features);
+        for (int j = 0; j < cl->n_shards; j++) {
+            printf("%s{\"name\":", j ? "," : "");
+            cli_json_string(stdout, cl->shard_names[j]);
+            printf(",\"out_features\":%d}", (int)cl->shard_out[j]);
+        }
+        printf("],\"params\":[");
+    } else {
+        cli_linear_describe(stdout, cl);
+        printf("  %-28s %-7s %-16s %-34s %s\n", "parameter", "dtype", "shape", "loaded from",
+               "layout");
+    }
+    for (uint32_t i = 0; i < moeq_linear_param_count(lin); i++) {
+        moeq_param p;
+        moeq_linear_param(lin, i, &p);
+        char shape[96];
+        int len = snprintf(shape, sizeof shape, "[");
+        for (int32_t d = 0; d < p.ndim; d++) {
+            len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%lld", d ? ", " : "",
+                            (long long)p.shape[d]);
+        }
+        snprintf(shape + len, sizeof shape - (size_t)len, "]");
+        /* the checkpoint tensor: <module>.<suffix>, the shard's module when fused */
+        char from[160];
+        const char *pdot = strchr(p.name, '.');
+        if (p.layout == MOEQ_LAYOUT_DERIVED) {
+            snprintf(from, sizeof from, "(computed by finalize)");
+        } else if (cl->n_shards && pdot) {
+            snprintf(from, sizeof from, "%.*s.%s", (int)(pdot - p.name), p.name, p.ckpt_suffix);
+        } else {
+            snprintf(from, sizeof from, "%s.%s", last, p.ckpt_suffix);
+        }
+        if (json) {
+            printf("%s\n{\"name\":", i ? "," : "");
+            cli_json_string(stdout, p.name);
+            printf(",\"dtype\":\"%s\",\"shape\":%s,\"from\":", moeq_dtype_name(p.dtype), shape);
+            if (p.layout == MOEQ_LAYOUT_DERIVED) {
+                printf("null");
+            } else {
+                cli_json_string(stdout, from);
+            }
+            printf(",\"is_transposed\":%s,\"required\":%s,\"nbytes\":%llu}",
+                   p.is_transposed ? "true" : "false", p.required ? "true" : "false",
+                   (unsigned long long)p.nbytes);
+            continue;
+        }
+        printf("  %-28s %-7s %-16s %-34s %s%s\n", p.name, moeq_dtype_name(p.dtype), shape, from,
+               p.is_transposed ? "transposed" : "-", p.required ? "" : ", optional");
+    }
+    printf(json ? "\n]}\n" : "");
+    return CLI_OK;
+}
+
+/* `moeq manifest` of a linear module: sizes from --in/--out, else from the
+ * tensors of the model directory CONFIG.  Returns -1 when LAYER is not one
+ * (the MoE manifest then runs). */
+static int linear_manifest(const moeq_config *cfg, const char *config_path, const char *layer,
+                           long in, const char *out_arg, const moeq_select_options *so, int json) {
+    cli_linear cl;
+    memset(&cl, 0, sizeof cl);
+    if (in || out_arg) {
+        if (!in || !out_arg) {
+            fprintf(stderr, "moeq manifest: --in and --out go together\n");
+            return CLI_USAGE;
+        }
+        int n = 0;
+        long outs[4] = {0, 0, 0, 0};
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", out_arg);
+        char *save = NULL;
+        for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (n == 4 || cli_parse_long("manifest", "--out", tok, 1, 1 << 24, &outs[n]) != 0)
+                return CLI_USAGE;
+            n++;
+        }
+        int fused = n > 1 ? cli_linear_fused(layer, &cl) : 0;
+        if (n > 1 && fused != n) {
+            fprintf(stderr,
+                    "moeq manifest: --out %s gives %d shards, but %s is %s (qkv_proj takes 3, "
+                    "gate_up_proj 2)\n",
+                    out_arg, n, layer, fused ? "another fused name" : "not a fused name");
+            return CLI_USAGE;
+        }
+        if (cli_linear_resolve(cfg, layer, so, &cl) != CLI_OK) return CLI_FAILED;
+        cl.lc.in_features = (int32_t)in;
+        long sum = 0;
+        for (int j = 0; j < n; j++) sum += outs[j];
+        cl.lc.out_features = (int32_t)sum;
+        if (n > 1) {
+            cl.n_shards = n;
+            for (int j = 0; j < n; j++) cl.shard_out[j] = (int32_t)outs[j];
+            cl.lc.num_shards = n;
+            cl.lc.shard_names = cl.shard_names;
+            cl.lc.shard_out_features = cl.shard_out;
+        }
+    } else {
+        moeq_checkpoint *ck = NULL;
+        moeq_error cerr;
+        if (moeq_checkpoint_open(config_path, &ck, &cerr) != MOEQ_OK) return -1;
+        int found = cli_linear_find(ck, layer, &cl);
+        int rc = found ? cli_linear_setup(cfg, ck, layer, so, &cl) : -1;
+        moeq_checkpoint_close(ck);
+        if (rc != CLI_OK) return rc;
+    }
+    moeq_linear *lin = NULL;
+    moeq_error err;
+    int rc = CLI_FAILED;
+    if (moeq_linear_create(&cl.lc, &lin, &err) != MOEQ_OK) {
+        cli_print_error(layer, &err);
+    } else {
+        rc = print_linear_manifest(lin, &cl, json);
+    }
+    moeq_linear_destroy(lin);
+    return rc;
+}
+
 int cmd_manifest(int argc, char **argv) {
     const char *config_path = NULL, *layer = NULL, *proj_arg = NULL;
-    long experts = 0, hidden = 0, inter = 0;
+    long experts = 0, hidden = 0, inter = 0, in = 0;
+    const char *out_arg = NULL;
     int json = 0;
     moeq_select_options so = {MOEQ_PLATFORM_CPU, 0};
     for (int i = 1; i < argc; i++) {
@@ -143,6 +280,10 @@ int cmd_manifest(int argc, char **argv) {
                 return CLI_USAGE;
         } else if (!strcmp(a, "--intermediate") && has) {
             if (cli_parse_long("manifest", a, argv[++i], 1, 1 << 24, &inter) != 0) return CLI_USAGE;
+        } else if (!strcmp(a, "--in") && has) {
+            if (cli_parse_long("manifest", a, argv[++i], 1, 1 << 24, &in) != 0) return CLI_USAGE;
+        } else if (!strcmp(a, "--out") && has) {
+            out_arg = argv[++i];
         } else if (!strcmp(a, "--proj") && has) {
             proj_arg = argv[++i];
         } else if (!strcmp(a, "--platform") && has) {
@@ -186,6 +327,11 @@ int cmd_manifest(int argc, char **argv) {
     moeq_error err;
     moeq_config *cfg = cli_load_config(config_path);
     if (!cfg) return CLI_USAGE;
+    int lrc = linear_manifest(cfg, config_path, layer, in, out_arg, &so, json);
+    if (lrc >= 0) {
+        moeq_config_destroy(cfg);
+        return lrc;
+    }
     moeq_model_moe mm;
     if (cli_model_moe(cfg, config_path, &mm) != CLI_OK) {
         moeq_config_destroy(cfg);
@@ -206,8 +352,10 @@ int cmd_manifest(int argc, char **argv) {
     for (int d = 0; d < 3; d++) {
         if (*dims[d].value) continue;
         if (dims[d].model < 1 || dims[d].model > (1 << 24)) {
-            fprintf(stderr, "moeq manifest: %s has no usable %s; give %s\n", config_path,
-                    dims[d].what, dims[d].flag);
+            fprintf(stderr,
+                    "moeq manifest: %s has no usable %s; give %s (for a linear module: --in "
+                    "and --out)\n",
+                    config_path, dims[d].what, dims[d].flag);
             moeq_config_destroy(cfg);
             return CLI_USAGE;
         }

@@ -16,7 +16,7 @@
 #include "npy.h"
 
 static void run_usage(FILE *f) {
-    fprintf(f, "usage: moeq run MODEL_DIR --layer PREFIX [--tokens T] [--input X.npy]\n"
+    fprintf(f, "usage: moeq run MODEL_DIR --layer PREFIX|MODULE [--tokens T] [--input X.npy]\n"
                "                [--router-logits R.npy | --topk-ids I.npy --topk-weights W.npy]\n"
                "                [-o OUT.npy] [--threads N] [--check] [--seed S] [--repeat N]\n"
                "                [--platform cpu|npu] [--prefer-mxint4]\n"
@@ -35,6 +35,10 @@ static void run_usage(FILE *f) {
                "reference of the same math and fails past 1e-4 relative (1e-2 with 8-bit\n"
                "quantized inputs, 5e-2 with 4-bit ones).\n\n"
                "--platform and --prefer-mxint4 choose the scheme as for 'moeq plan'.\n\n"
+               "A linear MODULE (tensors MODULE.weight*, e.g. model.layers.0.self_attn.o_proj,\n"
+               "or a fused qkv_proj / gate_up_proj whose shards the checkpoint stores) runs\n"
+               "y = x W^T (+ bias) on X ([T, in] float32) and writes OUT [T, out]; its scheme\n"
+               "is selected as for MoE layers and its sizes come from its tensors.\n\n"
                "--ep runs the layer with expert parallelism over MPI: start it as\n"
                "'mpirun -np N moeq run ... --ep'.  Each rank loads only its experts (contiguous\n"
                "runs of ids, the default, or round-robin) and takes a contiguous share of the\n"
@@ -218,6 +222,130 @@ static int router_logits(const moeq_checkpoint *ck, const char *parent, const ch
     return 1;
 }
 
+/* The float64 check of an output: prints the errors and returns whether they
+ * are within the tolerance the layer's inputs allow.  The kernels and the
+ * reference do the same math in float32 and float64; where inputs are
+ * quantized a value next to a rounding boundary can land one step apart,
+ * hence the wider tolerances. */
+static bool check_output(const float *out, const double *ref, int64_t n,
+                         const moeq_quant_args *in_args) {
+    double max_err = 0, max_ref = 0, se = 0, sr = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)out[i] - ref[i]);
+        max_err = fmax(max_err, d);
+        max_ref = fmax(max_ref, fabs(ref[i]));
+        se += d * d;
+        sr += ref[i] * ref[i];
+    }
+    double tol = !in_args ? 1e-4 : in_args->num_bits <= 4 ? 5e-2 : 1e-2;
+    double rel = max_ref > 0 ? max_err / max_ref : max_err;
+    bool ok = isfinite(max_err) && rel <= tol;
+    printf("check against the float64 reference: max abs error %.3g (max |ref| %.3g, "
+           "relative %.3g), rms relative %.3g: %s (tolerance %.0e relative)\n",
+           max_err, max_ref, rel, sr > 0 ? sqrt(se / sr) : 0.0, ok ? "ok" : "FAILED", tol);
+    return ok;
+}
+
+/* What `moeq run` was asked, for a linear module. */
+typedef struct run_args {
+    const char *dir, *layer, *in_path, *out_path;
+    long tokens, threads, repeat;
+    int check;
+    const moeq_select_options *so;
+} run_args;
+
+/* `moeq run` of a linear module: y = x W^T (+ bias) for x [T, in]. */
+static int run_linear(const run_args *ra, const moeq_config *cfg, const moeq_checkpoint *ck,
+                      cli_linear *cl) {
+    int rc = CLI_FAILED;
+    moeq_error err;
+    moeq_linear *lin = NULL;
+    moeq_ctx *ctx = NULL;
+    npy_array xin = {0};
+    float *x = NULL, *out = NULL;
+    double *ref = NULL;
+    const char *layer = ra->layer;
+    if (cli_linear_setup(cfg, ck, layer, ra->so, cl) != CLI_OK) goto done;
+    const int32_t IN = cl->lc.in_features, OUT = cl->lc.out_features;
+    double t0 = now_s();
+    if (moeq_linear_create(&cl->lc, &lin, &err) != MOEQ_OK ||
+        moeq_linear_load_checkpoint(lin, ck, NULL, &err) != MOEQ_OK ||
+        moeq_linear_finalize(lin, &err) != MOEQ_OK) {
+        cli_print_error(layer, &err);
+        goto done;
+    }
+    cli_linear_describe(stdout, cl);
+    printf("loaded in %.2f s\n", now_s() - t0);
+    int64_t T = ra->tokens;
+    if (ra->in_path) {
+        if (read_npy(ra->in_path, MOEQ_DTYPE_F32, -1, IN, &xin, "the input") != 0) goto done;
+        T = xin.shape[0];
+        x = xin.data;
+    } else {
+        x = malloc((size_t)T * (size_t)IN * sizeof(float));
+        if (!x) goto done;
+        for (int64_t i = 0; i < T * IN; i++) x[i] = normal();
+    }
+    moeq_ctx_options co = {(int32_t)ra->threads, 0};
+    if (moeq_ctx_create(&co, &ctx, &err) != MOEQ_OK) {
+        cli_print_error("context", &err);
+        goto done;
+    }
+    out = malloc((size_t)T * (size_t)OUT * sizeof(float));
+    if (!out) goto done;
+    double best = HUGE_VAL, total = 0;
+    int runs = 0;
+    for (;;) {
+        double a = now_s();
+        if (moeq_linear_apply(lin, ctx, MOEQ_DTYPE_F32, x, T, MOEQ_DTYPE_F32, out, &err) !=
+            MOEQ_OK) {
+            cli_print_error(layer, &err);
+            goto done;
+        }
+        double dt = now_s() - a;
+        if (runs > 0 || ra->repeat == 1) { /* the first run warms caches */
+            best = fmin(best, dt);
+            total += dt;
+        }
+        runs++;
+        if (ra->repeat ? runs >= ra->repeat + (ra->repeat > 1)
+                       : (runs >= 3 && total > 0.5) || runs >= 50)
+            break;
+    }
+    int timed = ra->repeat == 1 ? 1 : runs - 1;
+    printf("apply: %lld tokens, %ld threads, %s kernels: %.3f ms per call (best of %d), %.3f ms "
+           "per token\n",
+           (long long)T, ra->threads, moeq_ctx_kernels(ctx), best * 1e3, timed,
+           best * 1e3 / (double)T);
+    if (ra->out_path) {
+        int64_t shape[2] = {T, OUT};
+        char msg[512];
+        if (npy_write(ra->out_path, MOEQ_DTYPE_F32, 2, shape, out, msg, sizeof msg) != 0) {
+            fprintf(stderr, "moeq: %s\n", msg);
+            goto done;
+        }
+        printf("wrote %s (float32 [%lld, %d])\n", ra->out_path, (long long)T, (int)OUT);
+    }
+    if (ra->check) {
+        ref = malloc((size_t)T * (size_t)OUT * sizeof(double));
+        if (!ref) goto done;
+        if (moeq_linear_apply_reference(lin, MOEQ_DTYPE_F32, x, T, ref, &err) != MOEQ_OK) {
+            cli_print_error(layer, &err);
+            goto done;
+        }
+        if (!check_output(out, ref, T * OUT, cl->res.input_activations)) goto done;
+    }
+    rc = CLI_OK;
+done:
+    if (!ra->in_path) free(x);
+    npy_free(&xin);
+    free(out);
+    free(ref);
+    moeq_ctx_destroy(ctx);
+    moeq_linear_destroy(lin);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *layer = NULL, *in_path = NULL, *logits_path = NULL, *ids_path = NULL,
                *w_path = NULL, *out_path = NULL;
@@ -312,15 +440,32 @@ int cmd_run(int argc, char **argv) {
         rc = CLI_USAGE;
         goto done;
     }
-    moeq_model_moe mm;
-    if (cli_model_moe(cfg, dir, &mm) != CLI_OK) goto done;
     const char *proj[3];
     int32_t found_experts = 0, has_bias = 0;
     if (scan_experts(ck, layer, proj, &found_experts, &has_bias) != 0) {
-        fprintf(stderr, "moeq: %s: no tensor named %s.<expert>.<proj>.* in %s\n", layer, layer,
-                dir);
+        /* not experts: a linear module, as moeq inspect tells them apart */
+        cli_linear cl;
+        if (!cli_linear_find(ck, layer, &cl)) {
+            fprintf(stderr,
+                    "moeq: %s: no tensor named %s.<expert>.<proj>.* (a MoE layer) or "
+                    "%s.<param> (a linear module) in %s\n",
+                    layer, layer, layer, dir);
+            goto done;
+        }
+        if (ep || logits_path || ids_path) {
+            fprintf(stderr,
+                    "moeq run: %s is a linear module; --ep, --router-logits and "
+                    "--topk-ids/--topk-weights are for MoE layers\n",
+                    layer);
+            rc = CLI_USAGE;
+            goto done;
+        }
+        run_args ra = {dir, layer, in_path, out_path, tokens, threads, repeat, check, &so};
+        rc = run_linear(&ra, cfg, ck, &cl);
         goto done;
     }
+    moeq_model_moe mm;
+    if (cli_model_moe(cfg, dir, &mm) != CLI_OK) goto done;
     int32_t E = mm.num_experts ? mm.num_experts : found_experts;
     /* a layer moe_sparsity_config prunes holds (and routes to) its retained experts */
     if (cli_layer_experts(cfg, layer, E, &E) != CLI_OK) goto done;
@@ -494,29 +639,7 @@ int cmd_run(int argc, char **argv) {
             cli_print_error(layer, &err);
             goto done;
         }
-        double max_err = 0, max_ref = 0, se = 0, sr = 0;
-        for (int64_t i = 0; i < T * H; i++) {
-            double d = fabs((double)out[i] - ref[i]);
-            max_err = fmax(max_err, d);
-            max_ref = fmax(max_ref, fabs(ref[i]));
-            se += d * d;
-            sr += ref[i] * ref[i];
-        }
-        /* The kernels and the reference do the same math in float32 and
-         * float64; where inputs are quantized a value next to a rounding
-         * boundary can land one step apart, hence the wider tolerances. */
-        const moeq_quant_args *in_args = ml.res.input_activations;
-        double tol = !in_args ? 1e-4 : in_args->num_bits <= 4 ? 5e-2 : 1e-2;
-        double rel = max_ref > 0 ? max_err / max_ref : max_err;
-        bool finite = isfinite(max_err);
-        printf("check against the float64 reference: max abs error %.3g (max |ref| %.3g, "
-               "relative %.3g), rms relative %.3g: %s (tolerance %.0e relative)\n",
-               max_err, max_ref, rel, sr > 0 ? sqrt(se / sr) : 0.0,
-               finite && rel <= tol ? "ok" : "FAILED", tol);
-        if (!finite || rel > tol) {
-            rc = CLI_FAILED;
-            goto done;
-        }
+        if (!check_output(out, ref, T * H, ml.res.input_activations)) goto done;
     }
     rc = CLI_OK;
 done:

@@ -1,6 +1,7 @@
 /*
  * run_layer.c - embedding moeq the way an engine does: config -> plan ->
- * create -> load from the checkpoint -> finalize -> route -> apply.
+ * create -> load from the checkpoint -> finalize -> route -> apply, for a MoE
+ * layer, then the same for a linear layer (the attention's o_proj) next to it.
  *
  *   run_layer MODEL_DIR [PREFIX]     (PREFIX: model.layers.1.mlp.experts)
  *
@@ -89,6 +90,30 @@ int main(int argc, char **argv) {
     for (int i = 0; i < T * H; i++) norm += (double)out[i] * (double)out[i];
     printf("out: %d x %d, norm %.6g\n", T, (int)H, sqrt(norm));
 
+    /* 5. A linear layer of the same checkpoint: resolve, select, create, load,
+     *    finalize, apply.  The synthetic model's o_proj is [H, H]; an engine
+     *    takes in/out features from the model (num_attention_heads * head_dim). */
+    const char *o_proj = "model.layers.1.self_attn.o_proj";
+    moeq_resolution lres;
+    moeq_selection lsel;
+    CHECK(moeq_resolve(cfg, o_proj, MOEQ_MODULE_LINEAR, NULL, &lres, &err));
+    CHECK(moeq_select(&lres, o_proj, NULL, &lsel, &err));
+    moeq_linear_config lc;
+    CHECK(moeq_linear_config_init(&lc, cfg, &lres, &lsel, &err));
+    lc.name = o_proj;
+    lc.in_features = H;
+    lc.out_features = H;
+    moeq_linear *lin;
+    CHECK(moeq_linear_create(&lc, &lin, &err));
+    CHECK(moeq_linear_load_checkpoint(lin, ckpt, NULL, &err));
+    CHECK(moeq_linear_finalize(lin, &err));
+    CHECK(moeq_linear_apply(lin, ctx, MOEQ_DTYPE_F32, out, T, MOEQ_DTYPE_F32, x, &err));
+    norm = 0;
+    for (int i = 0; i < T * H; i++) norm += (double)x[i] * (double)x[i];
+    printf("%s (%s): y %d x %d, norm %.6g\n", o_proj, moeq_scheme_name(lsel.scheme), T, (int)H,
+           sqrt(norm));
+
+    moeq_linear_destroy(lin);
     moeq_ctx_destroy(ctx);
     moeq_checkpoint_close(ckpt);
     moeq_moe_destroy(layer);

@@ -1280,6 +1280,126 @@ MOEQ_API moeq_status moeq_moe_apply_reference(const moeq_moe *layer, int32_t x_d
                                               double *out, moeq_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Linear layers: create, load, finalize, apply                              */
+/* ------------------------------------------------------------------------ */
+
+/* A quantized (or plain 16/32-bit) linear layer: y = x W^T (+ bias), for the
+ * attention projections, shared experts, dense MLPs and lm_head of a
+ * checkpoint.  The lifecycle and guarantees are moeq_moe's, and so is the
+ * machinery: the scheme moeq_select picks for the module's resolution
+ * (moeq_resolve), its parameter families and finalize, and the same kernels,
+ * a linear layer being the down projection of one expert.  A fused module
+ * (qkv_proj, gate_up_proj) stacks the rows of several checkpoint modules
+ * ("shards"), each keeping its own scales; its output columns are the shards'
+ * in order. */
+typedef struct moeq_linear moeq_linear;
+
+typedef struct moeq_linear_config {
+    int32_t scheme;                           /* moeq_scheme_id, from moeq_select */
+    const moeq_quant_args *weights;           /* from moeq_resolve; NULL for unquantized */
+    const moeq_quant_args *input_activations; /* NULL when inputs stay 16-bit */
+    int32_t format;                           /* effective format of the resolution */
+    uint32_t dequant_flags;                   /* moeq_config_dequant_flags() */
+    /* The module as engines name it: "model.layers.0.self_attn.o_proj", or a
+     * fused one, "model.layers.0.self_attn.qkv_proj".  Required. */
+    const char *name;
+    int32_t in_features;
+    /* Rows of W: an unfused module's own, a fused one's summed over shards. */
+    int32_t out_features;
+    int32_t has_bias;     /* 1: each shard has a bias [its out_features] */
+    int32_t params_dtype; /* BF16 (default when 0), F16 or F32: float parameters */
+    /* Fused modules: num_shards > 0 checkpoint modules, siblings of `name`
+     * (shard_names {"q_proj", "k_proj", "v_proj"} for
+     * "model.layers.0.self_attn.qkv_proj" load
+     * "model.layers.0.self_attn.q_proj.*", ...), with their rows
+     * (shard_out_features, summing to out_features).  0: the module itself. */
+    int32_t num_shards;
+    const char *const *shard_names;
+    const int32_t *shard_out_features;
+} moeq_linear_config;
+
+/* Starts a linear config from the module's resolution (moeq_resolve) and the
+ * selection made for it (moeq_select): zeroes *out, then sets scheme,
+ * weights, input_activations, format and dequant_flags.  `res` must outlive
+ * the moeq_linear_create call.  @return OK, INVALID_ARG (a NULL argument). */
+MOEQ_API moeq_status moeq_linear_config_init(moeq_linear_config *out, const moeq_config *cfg,
+                                             const moeq_resolution *res,
+                                             const moeq_selection *sel, moeq_error *err);
+
+/* Creates a layer and its parameter manifest, validating the config against
+ * the scheme as moeq_moe_create does (group, block and pack sizes must divide
+ * the features; args the scheme cannot run are refused with its reason).
+ * @return OK, INVALID_ARG, UNSUPPORTED, SHAPE, NOMEM.
+ * OUT *out: destroy with moeq_linear_destroy (NULL: no-op). */
+MOEQ_API moeq_status moeq_linear_create(const moeq_linear_config *cfg, moeq_linear **out,
+                                        moeq_error *err);
+MOEQ_API void moeq_linear_destroy(moeq_linear *layer);
+
+/* The scheme the layer runs; -1 for NULL. */
+MOEQ_API int32_t moeq_linear_scheme(const moeq_linear *layer);
+
+/* The parameter manifest in the names engines give a linear module's
+ * parameters ("weight_packed", "weight_scale", "input_scale", "bias", ...;
+ * a fused module's prefixed by shard: "q_proj.weight_scale").  Shapes are
+ * the module's (no expert dimension); the strings live as long as the layer.
+ * @return OK, INVALID_ARG (i out of range); find_param: NO_MATCH too. */
+MOEQ_API uint32_t moeq_linear_param_count(const moeq_linear *layer);
+MOEQ_API moeq_status moeq_linear_param(const moeq_linear *layer, uint32_t i, moeq_param *out);
+MOEQ_API moeq_status moeq_linear_find_param(const moeq_linear *layer, const char *name,
+                                            moeq_param *out);
+
+/* Loads one checkpoint tensor "<module>.<param>" (the layer's module, or one
+ * of its shards' for a fused layer), converting float dtypes.  Before
+ * finalize only.  *outcome (may be NULL): MOEQ_LOAD_LOADED.
+ * @return OK, INVALID_ARG, NO_MATCH (another module, or a parameter the
+ *         scheme has none for: the message lists what it loads), DTYPE,
+ *         SHAPE, CHECKPOINT (a duplicate, a weight_shape that disagrees),
+ *         STATE. */
+MOEQ_API moeq_status moeq_linear_load(moeq_linear *layer, const moeq_tensor *tensor,
+                                      int32_t *outcome, moeq_error *err);
+
+/* The checkpoint tensors still missing, one full name per line ("" when
+ * none).  *out_list: free with moeq_free.  @return OK, INVALID_ARG, NOMEM. */
+MOEQ_API moeq_status moeq_linear_missing(const moeq_linear *layer, char **out_list,
+                                         uint32_t *out_count, moeq_error *err);
+
+/* Loads every tensor of the module (of each shard, when fused) from an open
+ * checkpoint through moeq_linear_load, then checks that nothing required is
+ * missing (the message names the first tensors that are).  *out_loaded (may
+ * be NULL) gets the count.
+ * @return OK, INVALID_ARG, CHECKPOINT, and the statuses of moeq_linear_load. */
+MOEQ_API moeq_status moeq_linear_load_checkpoint(moeq_linear *layer, const moeq_checkpoint *ckpt,
+                                                 uint64_t *out_loaded, moeq_error *err);
+
+/* process_weights_after_loading, as moeq_moe_finalize: missing tensors,
+ * value checks (finite positive scales, g_idx in range, ...), kernel layout.
+ * Afterwards the layer is immutable and may be shared by threads.
+ * @return OK, CHECKPOINT, STATE (already finalized), NOMEM. */
+MOEQ_API moeq_status moeq_linear_finalize(moeq_linear *layer, moeq_error *err);
+
+/* y = x W^T (+ bias) for `tokens` rows of x ([tokens, in_features], x_dtype
+ * BF16, F16 or F32) into out ([tokens, out_features], BF16, F16 or F32; it
+ * must not overlap x).  Input activations are quantized exactly as the
+ * scheme defines (dynamic per-token int8 with amax/127, FP8, NVFP4, MX,
+ * static scales), over output rows on the context's threads.  Concurrent
+ * calls on one finalized layer with different contexts are safe; results are
+ * bit-identical whatever the thread count.  A row of x holding a NaN or an
+ * infinity (or whose output overflows) gives a row of NaN and stays out of
+ * the per-call scales of the other rows.
+ * @return OK, INVALID_ARG (NULL, tokens outside 0..2^31-1, out overlapping
+ *         x), DTYPE, STATE (not finalized), NOMEM. */
+MOEQ_API moeq_status moeq_linear_apply(const moeq_linear *layer, moeq_ctx *ctx, int32_t x_dtype,
+                                       const void *x, int64_t tokens, int32_t out_dtype,
+                                       void *out, moeq_error *err);
+
+/* The same forward the plain way, for checks: weights dequantized to float,
+ * activations quantized exactly as apply does, sums in float64; out float64
+ * [tokens, out_features].  @return as moeq_linear_apply. */
+MOEQ_API moeq_status moeq_linear_apply_reference(const moeq_linear *layer, int32_t x_dtype,
+                                                 const void *x, int64_t tokens, double *out,
+                                                 moeq_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Model families                                                            */
 /* ------------------------------------------------------------------------ */
 

@@ -23,6 +23,7 @@ from ._version import __version__
 from .checkpoint import Checkpoint, safetensors_write
 from .config import (Config, QuantArgs, Resolution, dequant_flags, engines, inspect,
                      model_families, model_family, quant_args, scheme_summary, schemes, select)
+from .linear import Linear
 from .moe import Context, MoELayer
 from .ops import DEQUANT_LEGACY_PACKING, DEQUANT_MXFP4_V013, dequantize, route
 from .writer import (compress, compress_input, nvfp4_global_scale, synth_original, synth_presets,
@@ -41,7 +42,7 @@ def version_number():
 
 __all__ = _error_names + [
     "Checkpoint", "Config", "Context", "DEQUANT_LEGACY_PACKING", "DEQUANT_MXFP4_V013",
-    "MoELayer", "QuantArgs", "Resolution", "compress", "compress_input", "dequant_flags",
+    "Linear", "MoELayer", "QuantArgs", "Resolution", "compress", "compress_input", "dequant_flags",
     "dequantize", "engines", "inspect", "nvfp4_global_scale", "synth_original", "synth_presets",
     "synth_write",
     "library_path",

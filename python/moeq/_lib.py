@@ -235,6 +235,24 @@ class moeq_moe_config(ctypes.Structure):
     ]
 
 
+class moeq_linear_config(ctypes.Structure):
+    _fields_ = [
+        ("scheme", ctypes.c_int32),
+        ("weights", moeq_quant_args_p),
+        ("input_activations", moeq_quant_args_p),
+        ("format", ctypes.c_int32),
+        ("dequant_flags", ctypes.c_uint32),
+        ("name", ctypes.c_char_p),
+        ("in_features", ctypes.c_int32),
+        ("out_features", ctypes.c_int32),
+        ("has_bias", ctypes.c_int32),
+        ("params_dtype", ctypes.c_int32),
+        ("num_shards", ctypes.c_int32),
+        ("shard_names", ctypes.POINTER(ctypes.c_char_p)),
+        ("shard_out_features", c_int32_p),
+    ]
+
+
 class moeq_param(ctypes.Structure):
     _fields_ = [
         ("name", ctypes.c_char_p),
@@ -337,7 +355,7 @@ STRUCTS = {
         moeq_error, moeq_quant_args, moeq_config_options, moeq_group_view, moeq_fused_name,
         moeq_resolve_options, moeq_resolution, moeq_select_options, moeq_selection,
         moeq_plan_options, moeq_tensor, moeq_route_config, moeq_model_moe, moeq_moe_config,
-        moeq_param,
+        moeq_linear_config, moeq_param,
         moeq_ctx_options, moeq_inspect_options, moeq_inspect_summary, moeq_synth_group,
         moeq_synth_layout, moeq_engine_verdict,
     )
@@ -467,6 +485,21 @@ PROTOTYPES = {
     "moeq_moe_load_checkpoint": (
         _st, [_h, _h, _s, PROGRESS_FN, ctypes.c_void_p, ctypes.POINTER(_u64),
               ctypes.POINTER(_u64), _e], True),
+    # linear layers
+    "moeq_linear_create": (_st, [ctypes.POINTER(moeq_linear_config), _hp, _e], True),
+    "moeq_linear_destroy": (None, [_h], True),
+    "moeq_linear_scheme": (_i32, [_h], True),
+    "moeq_linear_param_count": (_u32, [_h], True),
+    "moeq_linear_param": (_st, [_h, _u32, ctypes.POINTER(moeq_param)], True),
+    "moeq_linear_find_param": (_st, [_h, _s, ctypes.POINTER(moeq_param)], True),
+    "moeq_linear_load": (_st, [_h, _tp, c_int32_p, _e], True),
+    "moeq_linear_missing": (_st, [_h, _hp, ctypes.POINTER(_u32), _e], True),
+    "moeq_linear_load_checkpoint": (_st, [_h, _h, ctypes.POINTER(_u64), _e], True),
+    "moeq_linear_finalize": (_st, [_h, _e], True),
+    "moeq_linear_apply": (
+        _st, [_h, _h, _i32, ctypes.c_void_p, _i64, _i32, ctypes.c_void_p, _e], True),
+    "moeq_linear_apply_reference": (
+        _st, [_h, _i32, ctypes.c_void_p, _i64, ctypes.POINTER(ctypes.c_double), _e], True),
     # the writer side: compressing weights, synthetic checkpoints
     "moeq_tensor_set_create": (_st, [_hp, _e], True),
     "moeq_tensor_set_destroy": (None, [_h], True),

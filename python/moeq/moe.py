@@ -72,6 +72,30 @@ def _param_dict(p):
     }
 
 
+def _out_array(out, shape, out_dt, torch_result):
+    """(result object, C-contiguous ndarray over its memory) for apply's output."""
+    if out is None:
+        arr = np.empty(shape, IO_DTYPES[out_dt])
+        return (to_torch(arr, out_dt) if torch_result else arr), arr
+    if is_torch(out):
+        name, arr = torch_as_numpy(out, "out")
+        if not out.is_contiguous():
+            _errors.fail("INVALID_ARG", "out must be a contiguous tensor (apply writes it "
+                                        "in place)")
+    else:
+        if not isinstance(out, np.ndarray) or not out.flags.c_contiguous or \
+                not out.flags.writeable:
+            _errors.fail("INVALID_ARG", "out must be a writable C-contiguous ndarray or a "
+                                        "contiguous CPU torch tensor")
+        name, arr = ("BF16" if out.dtype == np.dtype("<u2") else
+                     {np.dtype("<f4"): "F32", np.dtype("<f2"): "F16"}.get(out.dtype, str(out.dtype))), out
+    if name != out_dt:
+        _errors.fail("DTYPE", f"out is {name}, the output dtype is {out_dt}")
+    if arr.shape != tuple(shape):
+        _errors.fail("SHAPE", f"out has shape {tuple(arr.shape)}, expected {tuple(shape)}")
+    return out, arr
+
+
 class MoELayer(Owner):
     """One fused MoE layer (mirrors moeq_moe_config).
 
@@ -264,27 +288,7 @@ class MoELayer(Owner):
         return x_dt, xa, ids, wts
 
     def _out_array(self, out, shape, out_dt, torch_result):
-        """(result object, C-contiguous ndarray over its memory) for apply's output."""
-        if out is None:
-            arr = np.empty(shape, IO_DTYPES[out_dt])
-            return (to_torch(arr, out_dt) if torch_result else arr), arr
-        if is_torch(out):
-            name, arr = torch_as_numpy(out, "out")
-            if not out.is_contiguous():
-                _errors.fail("INVALID_ARG", "out must be a contiguous tensor (apply writes it "
-                                            "in place)")
-        else:
-            if not isinstance(out, np.ndarray) or not out.flags.c_contiguous or \
-                    not out.flags.writeable:
-                _errors.fail("INVALID_ARG", "out must be a writable C-contiguous ndarray or a "
-                                            "contiguous CPU torch tensor")
-            name, arr = ("BF16" if out.dtype == np.dtype("<u2") else
-                         {np.dtype("<f4"): "F32", np.dtype("<f2"): "F16"}.get(out.dtype, str(out.dtype))), out
-        if name != out_dt:
-            _errors.fail("DTYPE", f"out is {name}, the output dtype is {out_dt}")
-        if arr.shape != tuple(shape):
-            _errors.fail("SHAPE", f"out has shape {tuple(arr.shape)}, expected {tuple(shape)}")
-        return out, arr
+        return _out_array(out, shape, out_dt, torch_result)
 
     def apply(self, x, topk_ids, topk_weights, ctx=None, out_dtype=None, out=None):
         """out [T, H] = the routed experts applied to x [T, H].

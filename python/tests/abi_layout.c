@@ -107,6 +107,15 @@ int main(void) {
     F(moeq_moe_config, routed_scaling_factor);
     F(moeq_moe_config, apply_router_weight_on_input); F(moeq_moe_config, non_gated);
     end();
+    S(moeq_linear_config);
+    F(moeq_linear_config, scheme); F(moeq_linear_config, weights);
+    F(moeq_linear_config, input_activations); F(moeq_linear_config, format);
+    F(moeq_linear_config, dequant_flags); F(moeq_linear_config, name);
+    F(moeq_linear_config, in_features); F(moeq_linear_config, out_features);
+    F(moeq_linear_config, has_bias); F(moeq_linear_config, params_dtype);
+    F(moeq_linear_config, num_shards); F(moeq_linear_config, shard_names);
+    F(moeq_linear_config, shard_out_features);
+    end();
     S(moeq_param);
     F(moeq_param, name); F(moeq_param, dtype); F(moeq_param, ndim); F(moeq_param, shape);
     F(moeq_param, data); F(moeq_param, nbytes); F(moeq_param, ckpt_suffix);

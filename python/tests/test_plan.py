@@ -92,8 +92,8 @@ def test_plan_rows(path):
                 "input_activations", "warnings", "error"}
         assert set(r) == (keys | {"experts"} if r["kind"] == "moe" else keys)
         assert r["kind"] == ("moe" if r["layer"].endswith("experts") else "linear")
-        if r["kind"] == "linear":
-            assert r["scheme"] is None
+        if r["kind"] == "linear":  # the scheme moeq.Linear runs it with, or why none
+            assert r["scheme"] is not None or r["warnings"] or r["error"], r
     lm_head = by_layer["lm_head"]
     assert (lm_head["status"], lm_head["target"]) == ("ignored", "lm_head")
     moe = by_layer["model.layers.3.mlp.experts"]
@@ -149,4 +149,4 @@ def test_plan_with_many_lines_and_threads(glm):
     lines += [f"model.layers.{layer}.self_attn.o_proj" for layer in range(80)]
     one = glm.plan(lines, threads=1)
     assert glm.plan(lines, threads=8) == one
-    assert sum(r["scheme"] == "wna16" for r in one) == 75  # layers 3..77
+    assert sum(r["scheme"] == "wna16" and r["kind"] == "moe" for r in one) == 75  # layers 3..77

@@ -224,7 +224,8 @@ moeq_status moeq_moe_config_init(moeq_moe_config *out, const moeq_config *cfg,
     return MOEQ_STATUS_OK;
 }
 
-moeq_status moeq_moe_create(const moeq_moe_config *cfg, moeq_moe **out, moeq_error *err) {
+static moeq_status create_layer(const moeq_moe_config *cfg, bool linear, moeq_moe **out,
+                                moeq_error *err) {
     if (out) *out = NULL;
     if (!cfg || !out) {
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s is NULL", !cfg ? "config" : "out");
@@ -234,6 +235,7 @@ moeq_status moeq_moe_create(const moeq_moe_config *cfg, moeq_moe **out, moeq_err
     moeq_moe *l = moeq__calloc(1, sizeof *l);
     if (!l) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory creating a MoE layer");
     l->cfg = *cfg;
+    l->linear = linear;
     if (!l->cfg.num_local_experts) l->cfg.num_local_experts = cfg->num_experts;
     if (!l->cfg.params_dtype) l->cfg.params_dtype = MOEQ_DTYPE_BF16;
     if (l->cfg.swiglu_alpha == 0) l->cfg.swiglu_alpha = 1.702f;
@@ -306,6 +308,19 @@ fail:
     return st;
 }
 
+moeq_status moeq_moe_create(const moeq_moe_config *cfg, moeq_moe **out, moeq_error *err) {
+    return create_layer(cfg, false, out, err);
+}
+
+moeq_status moeq__moe_create_linear(const moeq_moe_config *cfg, moeq_moe **out, moeq_error *err) {
+    if (cfg && (cfg->num_experts != 1 || !cfg->non_gated)) {
+        return moeq__error(err, MOEQ_STATUS_INTERNAL,
+                           "a linear shard is one non-gated expert (num_experts %d, non_gated %d)",
+                           (int)cfg->num_experts, (int)cfg->non_gated);
+    }
+    return create_layer(cfg, true, out, err);
+}
+
 /* ---- the public parameter views ------------------------------------------------ */
 
 uint32_t moeq_moe_param_count(const moeq_moe *layer) {
@@ -372,6 +387,15 @@ static int32_t expected_ckpt_shape(const moeq_moe *l, const moeq__param *p, int6
     }
     for (int32_t i = 0; i < k; i++) shape[i] = s[i];
     return k;
+}
+
+/* The layer's sizes for messages, in the words of its kind. */
+static void dims_text(const moeq_moe *l, char *buf, size_t n) {
+    snprintf(buf, n,
+             l->linear ? "out_features %d, in_features %d"
+                       : "hidden_size %d, "
+                         "intermediate_size %d",
+             (int)l->cfg.hidden_size, (int)l->cfg.intermediate_size);
 }
 
 static bool shape_matches(const moeq_tensor *t, const int64_t *want, int32_t k) {
@@ -637,12 +661,13 @@ static moeq_status check_weight_shape(const moeq_moe *l, int32_t shard, const mo
                                               : -1;
     }
     if (got[0] != want[0] || got[1] != want[1]) {
+        char dims[96];
+        dims_text(l, dims, sizeof dims);
         return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
                            "%s: weight_shape is [%lld, %lld], but this layer's %s is [%lld, "
-                           "%lld] (hidden_size %d, intermediate_size %d)",
+                           "%lld] (%s)",
                            name, (long long)got[0], (long long)got[1], l->proj[shard],
-                           (long long)want[0], (long long)want[1], (int)l->cfg.hidden_size,
-                           (int)l->cfg.intermediate_size);
+                           (long long)want[0], (long long)want[1], dims);
     }
     return MOEQ_STATUS_OK;
 }
@@ -665,7 +690,13 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
     const char *suffix = NULL;
     moeq_status st = parse_name(l, name, &global, &shard, &suffix, err);
     if (st != MOEQ_STATUS_OK) return st;
+    return moeq__moe_load_part(l, t, global, shard, suffix, outcome, err);
+}
 
+moeq_status moeq__moe_load_part(moeq_moe *l, const moeq_tensor *t, int32_t global, int32_t shard,
+                                const char *suffix, int32_t *outcome, moeq_error *err) {
+    const char *name = t->name;
+    moeq_status st;
     bool w13 = shard != MOEQ__DOWN;
     moeq__param *p = find_loadable(l, w13, suffix);
     char takes[256];
@@ -717,14 +748,13 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
             char got_s[96], want_s[96];
             shape_text(t->shape, t->ndim, got_s, sizeof got_s);
             shape_text(want, k, want_s, sizeof want_s);
-            return moeq__error(err, MOEQ_STATUS_SHAPE,
-                               "tensor \"%s\": shape %s, expected %s (%s is %s%s; hidden_size "
-                               "%d, intermediate_size %d)",
-                               name, got_s, k ? want_s : "[] or [1]", p->name,
-                               p->pub.layout == MOEQ_LAYOUT_PER_SHARD ? "one value per shard"
-                                                                      : "sharded",
-                               p->pub.is_transposed ? ", stored transposed" : "",
-                               (int)l->cfg.hidden_size, (int)l->cfg.intermediate_size);
+            char dims[96];
+            dims_text(l, dims, sizeof dims);
+            return moeq__error(
+                err, MOEQ_STATUS_SHAPE, "tensor \"%s\": shape %s, expected %s (%s is %s%s; %s)",
+                name, got_s, k ? want_s : "[] or [1]", p->name,
+                p->pub.layout == MOEQ_LAYOUT_PER_SHARD ? "one value per shard" : "sharded",
+                p->pub.is_transposed ? ", stored transposed" : "", dims);
         }
     }
     int32_t slot = moeq__moe_slot(l, shard);

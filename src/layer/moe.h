@@ -34,6 +34,9 @@ typedef struct moeq__apply_io {
      * whether rows go as bfloat16 (moe_fast.c), as it does for one process
      * holding every expert. */
     int32_t mmax_hint;
+    /* Elements from one row of out to the next; 0: H.  A fused linear layer
+     * writes each shard's columns of its rows (linear.c). */
+    int64_t out_stride;
 } moeq__apply_io;
 
 struct moeq__pool;
@@ -45,6 +48,23 @@ struct moeq_ctx {
     void *scratch;
     size_t scratch_cap;
 };
+
+/* A linear layer's shard (linear.c): a layer of one non-gated expert whose
+ * only projection is its down projection (cfg.num_experts 1, non_gated 1,
+ * hidden_size = out features, intermediate_size = in features); every
+ * scheme's create_weights declares it as it declares a down projection.
+ * Applied with ids and weights NULL and top_k 1: token t is row t of the
+ * projection's input, and out row t its output (+ bias). */
+moeq_status moeq__moe_create_linear(const moeq_moe_config *cfg, moeq_moe **out, moeq_error *err);
+/* A linear layer's shards (linear.c), for benchmarks and tests that fill
+ * their parameters directly: the count, and shard j's layer. */
+int32_t moeq__linear_shards(const moeq_linear *l);
+moeq_moe *moeq__linear_shard(moeq_linear *l, int32_t j);
+/* moeq_moe_load after the name is parsed: tensor t (named t->name in
+ * messages) is checkpoint parameter `suffix` of global expert `global`'s
+ * projection `shard`. */
+moeq_status moeq__moe_load_part(moeq_moe *l, const moeq_tensor *t, int32_t global, int32_t shard,
+                                const char *suffix, int32_t *outcome, moeq_error *err);
 
 /* Grow-only scratch (moe_ctx.c): at least n bytes, valid until the next call. */
 void *moeq__ctx_scratch(moeq_ctx *c, size_t n);

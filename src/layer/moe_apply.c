@@ -104,8 +104,8 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
     moeq_status st =
         check_apply(l, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out, err);
     if (st != MOEQ_STATUS_OK || tokens == 0) return st;
-    moeq__apply_io io = {ctx, x_dtype, x, tokens, top_k, topk_ids, topk_weights, out_dtype, out,
-                         NULL, 0};
+    moeq__apply_io io = {ctx,          x_dtype,   x,   tokens, top_k, topk_ids,
+                         topk_weights, out_dtype, out, NULL,   0,     0};
     return l->scheme->apply(l, &io, err);
 }
 
@@ -126,8 +126,8 @@ moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dty
                                (int)pair_out[p]);
         }
     }
-    moeq__apply_io io = {ctx,  x_dtype,        x, tokens,   top_k, ids, weights, MOEQ_DTYPE_F32,
-                         y,    pair_out,       mmax_hint};
+    moeq__apply_io io = {ctx,     x_dtype,        x, tokens,   top_k,     ids,
+                         weights, MOEQ_DTYPE_F32, y, pair_out, mmax_hint, 0};
     return l->scheme->apply(l, &io, err);
 }
 
@@ -186,6 +186,40 @@ static void matmul_ref(const moeq__qweight *w, const float *a, size_t n, float *
 
 /* ---- the generic forward ------------------------------------------------------------ */
 
+/* A linear layer's reference forward (l->linear): the down projection's half
+ * of the one below, with x [T, I] as its input rows and no combine but the
+ * output conversion (a weight of 1).  Scratch as the caller carved it: acc
+ * [T, H], A [T, I], Y [T, H]. */
+static moeq_status linear_generic(const moeq_moe *l, const moeq__apply_io *io, float *acc, float *A,
+                                  float *Y, float *rows_buf, void *codes, float *scales,
+                                  uint8_t *bad, moeq_error *err) {
+    (void)err;
+    size_t T = (size_t)io->tokens, H = (size_t)l->cfg.hidden_size,
+           I = (size_t)l->cfg.intermediate_size;
+    moeq__to_f32_ref(io->x_dtype, io->x, T * I, A);
+    float amax = 0;
+    for (size_t t = 0; t < T; t++) {
+        bad[t] = !all_finite(A + t * I, I);
+        for (size_t c = 0; c < I && !bad[t]; c++) amax = fmaxf(amax, fabsf(A[t * I + c]));
+    }
+    const moeq__proj *pd = &l->projs[MOEQ__DOWN];
+    moeq__act_quant_rows(l->act_kind, l->act_group, A, T, I, tensor_scale_from(l->act_kind, amax),
+                         pd->act_scale, codes, scales);
+    matmul_ref(&pd->w, A, T, Y, rows_buf);
+    const float one = 1.0f;
+    const size_t osz = moeq_dtype_size(io->out_dtype);
+    const size_t ld = io->out_stride > 0 ? (size_t)io->out_stride : H;
+    for (size_t t = 0; t < T; t++) {
+        float *y = Y + t * H;
+        if (pd->bias) {
+            for (size_t h = 0; h < H; h++) y[h] += pd->bias[h];
+        }
+        moeq__moe_combine_token(l, io->ctx, 1, &one, (const float *const *)&y, bad[t], acc + t * H,
+                                io->out_dtype, (uint8_t *)io->out + t * ld * osz);
+    }
+    return MOEQ_STATUS_OK;
+}
+
 moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error *err) {
     moeq__apply_io *io = io_ptr;
     if (!io->ctx->force_ref) return moeq__moe_apply_fast(l, io, err);
@@ -230,6 +264,7 @@ moeq_status moeq__moe_apply_generic(const moeq_moe *l, void *io_ptr, moeq_error 
     uint8_t *bad = base + at[BAD]; /* token t met a non-finite value */
     const float **yp = (const float **)(void *)(base + at[YP]); /* a token's k output rows */
 
+    if (l->linear) return linear_generic(l, io, xf, gate, X, rows_buf, codes, scales, bad, err);
     moeq__to_f32_ref(io->x_dtype, io->x, T * H, xf);
     for (size_t t = 0; t < T; t++) bad[t] = !all_finite(xf + t * H, H);
 

@@ -654,6 +654,29 @@ static void step_tokens(void *arg, int tid, int nt) {
     f->partial[tid] = am;
 }
 
+/* A linear layer's tokens (l->linear): x [T, I] -> f32 straight into the rows
+ * of A (row r is token r), which the down projection's steps then quantize
+ * and multiply as they do an expert's activations. */
+static void step_linear_in(void *arg, int tid, int nt) {
+    fast *f = arg;
+    const moeq__apply_io *io = f->io;
+    (void)tid;
+    (void)nt;
+    size_t a, b;
+    size_t esz = moeq_dtype_size(io->x_dtype);
+    while (next_range(f, f->T, &a, &b))
+        for (size_t tok = a; tok < b; tok++) {
+            float *row = f->A + tok * f->I;
+            const void *src = (const uint8_t *)io->x + tok * f->I * esz;
+            if (io->x_dtype == MOEQ_DTYPE_BF16) {
+                f->K->bf16_to_f32(src, f->I, row);
+            } else {
+                moeq__to_f32_ref(io->x_dtype, src, f->I, row);
+            }
+            f->bad[tok] = !all_finite(row, f->I);
+        }
+}
+
 /* The per-tensor quantization of the tokens, or NVFP4 rows per pair. */
 static void step_tokens2(void *arg, int tid, int nt) {
     fast *f = arg;
@@ -960,9 +983,11 @@ static void step_combine(void *arg, int tid, int nt) {
                 t.yk[j] = f->row_of[p] < 0 ? NULL : f->Y + (size_t)f->row_of[p] * H;
                 if (f->row_of[p] >= 0 && f->row_bad && f->row_bad[f->row_of[p]]) bad = true;
             }
-            float *acc = io->out_dtype == MOEQ_DTYPE_F32 ? (float *)io->out + tok * H : t.ybuf;
-            moeq__moe_combine_token(l, io->ctx, k, io->weights + tok * k, t.yk, bad, acc,
-                                    io->out_dtype, (uint8_t *)io->out + tok * H * osz);
+            const size_t ld = io->out_stride > 0 ? (size_t)io->out_stride : H;
+            float *acc = io->out_dtype == MOEQ_DTYPE_F32 ? (float *)io->out + tok * ld : t.ybuf;
+            static const float one = 1.0f; /* a linear layer's one row, unweighted */
+            moeq__moe_combine_token(l, io->ctx, k, io->weights ? io->weights + tok * k : &one, t.yk,
+                                    bad, acc, io->out_dtype, (uint8_t *)io->out + tok * ld * osz);
         }
 }
 
@@ -1004,6 +1029,10 @@ static size_t make_items(const fast *f, size_t out_rows, item *items) {
         size_t M = (size_t)(f->starts[e + 1] - f->starts[e]);
         if (!M) continue;
         size_t per = M <= MOEQ__GEMV_MAX ? nblk : 1;
+        /* A linear layer's one "expert" is all the work: its few rows still
+         * go to every thread, a few runs of blocks each. */
+        if (f->l->linear && M <= MOEQ__GEMV_MAX)
+            per = (nblk + 4 * (size_t)f->nt - 1) / (4 * (size_t)f->nt);
         for (size_t b = 0; b < nblk; b += per) {
             items[n].e = (int32_t)e;
             items[n].b0 = (int32_t)b;
@@ -1085,7 +1114,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         memset(f.starts, 0, (f.E + 1) * 4);
         memset(f.used, 0, f.T);
         for (size_t q = 0; q < pairs; q++) {
-            int32_t id = io->ids[q];
+            int32_t id = l->linear ? 0 : io->ids[q]; /* linear: every token, the one expert */
             int32_t e = id < 0 ? -1 : l->expert_map[id];
             f.row_of[q] = e;
             if (e >= 0) {
@@ -1120,7 +1149,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
              (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
               l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
-    f.bx = f.fp8b || (!f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
+    f.bx = f.fp8b || (!l->linear && !f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
                       l->act_kind == MOEQ__ACT_NONE && io->x_dtype == MOEQ_DTYPE_BF16 &&
                       !c->apply_router_weight_on_input);
     f.nxs = f.nas = 1;
@@ -1131,12 +1160,13 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     }
     /* The rest of the scratch: buffers, then per-thread pieces. */
     f.tstride = up64(tscratch_size(&f));
-    size_t at_xf = head, at_x = at_xf + up64(f.T * f.H * 4);
+    const size_t Tx = l->linear ? 0 : f.T; /* rows of xf (a linear layer's x goes to A) */
+    size_t at_xf = head, at_x = at_xf + up64(Tx * f.H * 4);
     size_t at_a = at_x + (f.per_row_x && !f.fp4 ? up64(f.rows * f.H * 4) : 0);
     size_t at_y = at_a + up64(f.rows * f.I * 4);
     size_t at_q = at_y + up64(f.rows * f.H * 4); /* int8: xq, xs, aq, as (bx: xb, ...) */
     const bool a_codes = f.int8 || f.fp8b;
-    size_t q_bytes = f.int8 || f.bx ? up64(f.T * f.H * 2) + up64(f.T * f.nxs * 4) : 0;
+    size_t q_bytes = f.int8 || f.bx ? up64(Tx * f.H * 2) + up64(Tx * f.nxs * 4) : 0;
     if (a_codes) q_bytes += up64(f.rows * f.I * 2) + up64(f.rows * f.nas * 4);
     size_t at_q4 = at_q + q_bytes; /* fp4: x4v, a4v, x4s, a4s, x4u, a4u */
     if (f.fp4) {
@@ -1160,9 +1190,9 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
             uint8_t *q = base + at_q;
             if (f.int8) f.xq = (int16_t *)(void *)q;
             if (f.bx) f.xb = (uint16_t *)(void *)q;
-            q += up64(f.T * f.H * 2);
+            q += up64(Tx * f.H * 2);
             f.xs = (float *)(void *)q;
-            q += up64(f.T * f.nxs * 4);
+            q += up64(Tx * f.nxs * 4);
             if (a_codes) {
                 if (f.int8) f.aq = (int16_t *)(void *)q;
                 if (f.fp8b) f.ab = (uint16_t *)(void *)q;
@@ -1191,6 +1221,21 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
 #ifdef MOEQ_FAST_PROFILE
         double prof_t = prof_now();
 #endif
+        if (l->linear) { /* x is the down projection's input: quantize, multiply */
+            run(pool, step_linear_in, &f, f.T * f.I);
+            if (tensor_kind(l->act_kind)) {
+                run(pool, step_amax_a, &f, f.T * f.I);
+                float am = 0;
+                for (int i = 0; i < nt; i++) am = f.partial[i] > am ? f.partial[i] : am;
+                f.ts2 = tensor_scale(l->act_kind, am);
+            }
+            if (l->act_kind != MOEQ__ACT_NONE) run(pool, step_quant_a, &f, f.T * f.I);
+            for (size_t e = 0; e < f.E; e++) atomic_init(&f.left[e], -1);
+            f.items = items;
+            run_gemms(pool, &f, 0, make_items(&f, f.H, items));
+            run(pool, step_combine, &f, f.T * f.H);
+            return MOEQ_STATUS_OK;
+        }
         /* prep */
         run(pool, step_tokens, &f, f.T * f.H);
         if (tensor_kind(l->act_kind)) {

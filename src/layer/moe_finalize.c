@@ -147,6 +147,11 @@ static float param_float(const moeq__param *p, size_t i) {
 static moeq_status positive_scale(const moeq_moe *l, const moeq__param *p, size_t i, float v,
                                   moeq_error *err) {
     if (isfinite(v) && v > 0) return MOEQ_STATUS_OK;
+    if (l->linear) {
+        return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
+                           "%s.%s is %g; it must be positive and finite",
+                           l->prefix ? l->prefix : "linear layer", p->suffix, (double)v);
+    }
     size_t S = (size_t)moeq__moe_dims(l).S;
     int32_t local =
         p->pub.layout == MOEQ_LAYOUT_PER_SHARD && p->w13 ? (int32_t)(i / S) : (int32_t)i;
@@ -165,6 +170,12 @@ static moeq_status activation_scales(moeq_moe *l, moeq_error *err) {
     const char *n13 = stat ? "w13_input_scale" : "w13_input_global_scale";
     const char *n2 = stat ? "w2_input_scale" : "w2_input_global_scale";
     moeq__param *p13 = moeq__moe_param(l, n13), *p2 = moeq__moe_param(l, n2);
+    if (l->linear && p2) { /* the one projection's own scale */
+        float d = param_float(p2, 0);
+        moeq_status st = positive_scale(l, p2, 0, d, err);
+        if (st == MOEQ_STATUS_OK) l->projs[MOEQ__DOWN].act_scale = d;
+        return st;
+    }
     if (!p13 || !p2) {
         return moeq__error(err, MOEQ_STATUS_INTERNAL, "scheme %s declares no %s/%s",
                            l->scheme->name, n13, n2);

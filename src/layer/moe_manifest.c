@@ -12,11 +12,14 @@
 
 moeq__dims moeq__moe_dims(const moeq_moe *l) {
     moeq__dims d = {l->cfg.num_local_experts, l->cfg.hidden_size, l->cfg.intermediate_size,
-                    l->cfg.non_gated ? 1 : 2};
+                    l->linear          ? 0
+                    : l->cfg.non_gated ? 1
+                                       : 2};
     return d;
 }
 
 bool moeq__moe_has_proj(const moeq_moe *l, int32_t shard) {
+    if (l->linear) return shard == MOEQ__DOWN;
     return shard != MOEQ__GATE || !l->cfg.non_gated;
 }
 
@@ -25,6 +28,10 @@ int32_t moeq__moe_slot(const moeq_moe *l, int32_t shard) {
 }
 
 void moeq__moe_module_name(const moeq_moe *l, int32_t local_e, int32_t shard, char *buf, size_t n) {
+    if (l->linear) { /* one module: the linear layer's shard */
+        snprintf(buf, n, "%s", l->prefix ? l->prefix : "linear layer");
+        return;
+    }
     int32_t g = l->local_to_global[local_e];
     snprintf(buf, n, "%s%s%d.%s", l->prefix ? l->prefix : "", l->prefix ? "." : "", (int)g,
              l->proj[shard]);
@@ -54,6 +61,7 @@ moeq_status moeq__moe_add_param(moeq_moe *l, const moeq__param_spec *spec, moeq_
         return moeq__error(err, MOEQ_STATUS_INTERNAL, "parameter %s is neither w13_ nor w2_",
                            spec->name);
     }
+    if (w13 && l->linear) return MOEQ_STATUS_OK; /* a linear layer is one w2 projection */
     if (l->n_params == l->cap_params) {
         uint32_t cap = l->cap_params ? l->cap_params * 2u : 8u;
         moeq__param *p = moeq__realloc(l->params, sizeof *p * cap);

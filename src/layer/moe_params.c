@@ -97,7 +97,13 @@ moeq_status moeq__moe_add_float_weights(moeq_moe *l, int32_t dtype, uint32_t ckp
 
 moeq_status moeq__moe_add_fp4_weights(moeq_moe *l, moeq_error *err) {
     moeq__dims d = moeq__moe_dims(l);
-    if (d.H % 2 || d.I % 2) {
+    if (l->linear && d.I % 2) { /* one projection: only its rows are packed */
+        return moeq__error(err, MOEQ_STATUS_SHAPE,
+                           "%s: FP4 weights pack two values per byte; in_features (%lld) must "
+                           "be even",
+                           l->scheme->name, (long long)d.I);
+    }
+    if (!l->linear && (d.H % 2 || d.I % 2)) {
         return moeq__error(err, MOEQ_STATUS_SHAPE,
                            "%s: FP4 weights pack two values per byte; hidden_size (%lld) and "
                            "intermediate_size (%lld) must be even",
@@ -112,7 +118,13 @@ moeq_status moeq__moe_add_fp4_weights(moeq_moe *l, moeq_error *err) {
 
 moeq_status moeq__moe_add_fp6_weights(moeq_moe *l, moeq_error *err) {
     moeq__dims d = moeq__moe_dims(l);
-    if (d.H % 4 || d.I % 4) {
+    if (l->linear && d.I % 4) { /* one projection: only its rows are packed */
+        return moeq__error(err, MOEQ_STATUS_SHAPE,
+                           "%s: FP6 weights pack four values in three bytes; in_features (%lld) "
+                           "must be a multiple of 4",
+                           l->scheme->name, (long long)d.I);
+    }
+    if (!l->linear && (d.H % 4 || d.I % 4)) {
         return moeq__error(err, MOEQ_STATUS_SHAPE,
                            "%s: FP6 weights pack four values in three bytes; hidden_size (%lld) "
                            "and intermediate_size (%lld) must be multiples of 4",
@@ -159,7 +171,7 @@ moeq_status moeq__moe_add_scales(moeq_moe *l, int32_t dtype, uint32_t ckpt, bool
         }
         case MOEQ_STRATEGY_BLOCK: {
             int64_t bn = w->block_rows, bk = w->block_cols;
-            if (d.I % bn) {
+            if (!l->linear && d.I % bn) { /* a linear layer has no gate and up */
                 return moeq__error(err, MOEQ_STATUS_SHAPE,
                                    "%s: intermediate_size %lld is not divisible by the weight "
                                    "block's rows (%lld): gate and up would share scale blocks",

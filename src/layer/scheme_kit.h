@@ -82,6 +82,9 @@ struct moeq_moe {
     int32_t *local_to_global; /* [num_local_experts] */
     const moeq__scheme *scheme;
     bool finalized;
+    bool linear; /* one projection, no experts: a moeq_linear shard (linear.c).  Only the
+                    down (w2) projection exists: w13 parameters are never added, dims.S is
+                    0, hidden_size is out_features and intermediate_size in_features */
 
     moeq__param *params;
     uint32_t n_params, cap_params;
@@ -138,7 +141,10 @@ typedef struct moeq__param_spec {
 #define MOEQ__FLOAT_DTYPES (MOEQ__DT(F32) | MOEQ__DT(F16) | MOEQ__DT(BF16))
 
 /* Adds a parameter (zero-filled; float parameters of a per-shard or shared
- * scale start at 1).  The name must start with "w13_" or "w2_". */
+ * scale start at 1).  The name must start with "w13_" or "w2_".  A linear
+ * layer (l->linear) has no w13 projections: its w13_ parameters are not
+ * added (OK is returned), so every scheme declares a linear layer as it
+ * declares an expert's down projection. */
 moeq_status moeq__moe_add_param(moeq_moe *l, const moeq__param_spec *spec, moeq_error *err);
 moeq__param *moeq__moe_param(moeq_moe *l, const char *name);
 

@@ -293,6 +293,21 @@ static moeq_status plan_one(plan_state *ps, moeq__match_scratch *s, plan_line *l
         moeq_selection sel;
         st = moeq_select(&ln->res, name, so, &sel, &e);
         if (st == MOEQ_STATUS_OK) ln->scheme = sel.scheme;
+    } else if (st == MOEQ_STATUS_OK && ln->kind == MOEQ__ROW_LINEAR) {
+        /* The scheme moeq_linear runs it with, by the same selection.  A
+         * linear line no scheme accepts still resolves: the reason is a
+         * warning, not an error of the plan. */
+        moeq_selection sel;
+        moeq_error se;
+        moeq_status sst = moeq_select(&ln->res, name, so, &sel, &se);
+        if (sst == MOEQ_STATUS_OK) {
+            ln->scheme = sel.scheme;
+        } else if (sst == MOEQ_STATUS_NOMEM) {
+            st = sst;
+        } else if (!ln->warning) {
+            ln->warning = moeq__strdup(se.message);
+            if (!ln->warning) st = MOEQ_STATUS_NOMEM;
+        }
     }
     if (name != stack_name) moeq__free(name);
     if (st == MOEQ_STATUS_NOMEM) return st;
@@ -384,7 +399,7 @@ static void json_tail(const moeq__plan_json *pj, const moeq__plan_row *ln, moeq_
     moeq__sb_puts(sb, ",\"format\":");
     json_or_null(sb, quant, moeq_format_name(r->format));
     moeq__sb_puts(sb, ",\"scheme\":");
-    json_or_null(sb, moe && ln->scheme >= 0, moeq_scheme_name(ln->scheme));
+    json_or_null(sb, ln->scheme >= 0, moeq_scheme_name(ln->scheme));
     moeq__sb_puts(sb, ",\"weights\":");
     moeq__sb_puts(sb, quant && r->weights ? pj->weights_json[r->group_index] : "null");
     moeq__sb_puts(sb, ",\"input_activations\":");
@@ -555,7 +570,7 @@ void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
                           strlen(moeq__plan_status_word(ln)),
                           quant ? strlen(ln->res.group_name) : 1,
                           quant ? strlen(moeq_format_name(ln->res.format)) : 1,
-                          moe && ln->scheme >= 0 ? strlen(moeq_scheme_name(ln->scheme)) : 1,
+                          ln->scheme >= 0 ? strlen(moeq_scheme_name(ln->scheme)) : 1,
                           engine ? engine_cell_len(&ln->engine) : 0,
                           strlen(wsum[i]),
                           strlen(asum[i])};
@@ -589,7 +604,7 @@ void moeq__plan_table(const moeq__plan_row *rows, uint32_t n, moeq__sb *sb) {
         cell(sb, g, strlen(g), width[C_GROUP]);
         const char *f = quant ? moeq_format_name(ln->res.format) : "-";
         cell(sb, f, strlen(f), width[C_FORMAT]);
-        const char *sc = moe && ln->scheme >= 0 ? moeq_scheme_name(ln->scheme) : "-";
+        const char *sc = ln->scheme >= 0 ? moeq_scheme_name(ln->scheme) : "-";
         cell(sb, sc, strlen(sc), width[C_SCHEME]);
         if (engine) engine_cell(sb, &ln->engine, width[C_ENGINE]);
         cell(sb, wsum[i], strlen(wsum[i]), width[C_WEIGHTS]);

@@ -177,9 +177,17 @@ static moeq_status create_weights(moeq_moe *l, moeq_error *err) {
     }
     uint32_t ckpt = l->cfg.format == MOEQ_FORMAT_PACK_QUANTIZED ? MOEQ__DT(I32) : MOEQ__DT(I8);
     const char *suffix = l->cfg.format == MOEQ_FORMAT_PACK_QUANTIZED ? "weight_packed" : "weight";
-    moeq__param_spec w13 = {
-        "w13_weight", MOEQ_DTYPE_I8, 3, {d.E, d.I, d.S * d.H / 2}, suffix, MOEQ_LAYOUT_SHARDED, -1, 0, 1,
-        ckpt,         load_w13};
+    moeq__param_spec w13 = {"w13_weight",
+                            MOEQ_DTYPE_I8,
+                            3,
+                            {d.E, d.I, d.S * d.H / 2},
+                            suffix,
+                            MOEQ_LAYOUT_SHARDED,
+                            -1,
+                            0,
+                            1,
+                            ckpt,
+                            load_w13};
     moeq__param_spec w2 = {
         "w2_weight", MOEQ_DTYPE_I8, 3,      {d.E, d.H / 2, d.I}, suffix, MOEQ_LAYOUT_SHARDED, -1, 0,
         1,           ckpt,          load_w2};
@@ -251,8 +259,10 @@ static moeq_status finalize(moeq_moe *l, moeq_error *err) {
     }
     for (int32_t e = 0; e < l->cfg.num_local_experts; e++) {
         const size_t S = (size_t)d.S;
-        const uint8_t *slice13 = (const uint8_t *)w13->pub.data + (size_t)e * S * I * (H / 2);
-        for (int32_t shard = 0; shard < 2; shard++) {
+        /* a linear layer has no w13 (moeq__moe_add_param adds none) */
+        const uint8_t *slice13 =
+            w13 ? (const uint8_t *)w13->pub.data + (size_t)e * S * I * (H / 2) : NULL;
+        for (int32_t shard = 0; shard < 2 && w13; shard++) {
             if (!moeq__moe_has_proj(l, shard)) continue;
             size_t slot = (size_t)moeq__moe_slot(l, shard);
             moeq__proj *pj = &l->projs[e * 3 + shard];

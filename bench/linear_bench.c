@@ -1,0 +1,285 @@
+/*
+ * linear_bench.c - linear layers (moeq_linear) per scheme, on two shapes:
+ *   q_proj  Qwen3-30B-A3B's attention q_proj, in 2048 -> out 4096;
+ *   o_proj  DeepSeek-V3's o_proj, in 16384 (128 heads x 128) -> out 7168;
+ * at T = 1, 32 and 512 tokens (bfloat16 in and out), with cold weights:
+ * enough copies of the layer are built and cycled that every run reads its
+ * weights from DRAM (the copies together exceed 64 MiB, well past the L3).
+ * Measured in the same run, for the ratios (bench_common.h's loops):
+ *   - read bandwidth: AVX2 loads folded by XOR over 512 MiB at the thread count;
+ *   - the FP32 FMA peak: 12 independent ymm FMA chains per thread.
+ * Per case: median time, GB/s of weight bytes read (codes and scales as stored
+ * after finalize), GFLOP/s (2 T in out), and the ratios of the time to the
+ * memory floor (bytes / bandwidth) and to the compute floor (flops / peak):
+ * at T = 1 a layer is a weight stream, and its time against the memory floor
+ * is the figure that matters.  The floors are sampled before every scheme
+ * and at the end; the ratios use the medians.
+ *
+ * Layers are built fast: created, parameters filled with random codes and
+ * valid scales (bench_layer.h's fill_params on each shard), finalized.
+ *
+ * usage: linear_bench [--json] [--quick] [--scheme NAME] [--shape q_proj|o_proj]
+ *                     [--tokens T] [--threads N] [--reps N]
+ * Prints figures; asserts nothing.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_layer.h"
+
+typedef struct shape {
+    const char *name, *model;
+    int in, out;
+} shape;
+
+static const shape k_shapes[] = {
+    {"q_proj", "Qwen3-30B-A3B self_attn.q_proj", 2048, 4096},
+    {"o_proj", "DeepSeek-V3 self_attn.o_proj", 16384, 7168},
+};
+
+/* ---- floors -------------------------------------------------------------------------- */
+
+typedef struct thr {
+    const float *p;
+    size_t n;
+    long iters;
+    double out;
+} thr;
+
+static void *bw_thread(void *vp) {
+    thr *a = vp;
+    a->out = (double)bench_read_sum(a->p, a->n * sizeof(float));
+    return NULL;
+}
+
+static void *fma_thread(void *vp) {
+    thr *a = vp;
+    a->out = bench_fma_loop(a->iters);
+    return NULL;
+}
+
+static double run_threads(int n, void *(*fn)(void *), thr *args) {
+    pthread_t tid[16];
+    double t0 = bench_now();
+    for (int i = 0; i < n; i++) pthread_create(&tid[i], NULL, fn, &args[i]);
+    for (int i = 0; i < n; i++) pthread_join(tid[i], NULL);
+    return bench_now() - t0;
+}
+
+enum { MAX_SAMPLES = 64 };
+static double g_bw[MAX_SAMPLES], g_peak[MAX_SAMPLES];
+static int g_nbw, g_npeak;
+static float *g_stream;
+static size_t g_stream_n;
+
+/* One bandwidth (GB/s) and one FMA peak (GFLOP/s) sample at `threads`. */
+static void sample_floors(int threads) {
+    thr a[16];
+    size_t per = g_stream_n / (size_t)threads / 32 * 32;
+    for (int i = 0; i < threads; i++) a[i] = (thr){g_stream + (size_t)i * per, per, 0, 0};
+    double s = run_threads(threads, bw_thread, a);
+    if (g_nbw < MAX_SAMPLES) g_bw[g_nbw++] = (double)per * (double)threads * 4.0 / s / 1e9;
+    const long iters = 20000000;
+    for (int i = 0; i < threads; i++) a[i] = (thr){NULL, 0, iters, 0};
+    s = run_threads(threads, fma_thread, a);
+    if (g_npeak < MAX_SAMPLES) {
+        g_peak[g_npeak++] = (double)iters * BENCH_FMA_FLOPS_PER_ITER * threads / s / 1e9;
+    }
+}
+
+static double median_of(const double *v, int n) {
+    double c[MAX_SAMPLES];
+    memcpy(c, v, sizeof(double) * (size_t)n);
+    return median(c, n);
+}
+
+/* ---- layers ------------------------------------------------------------------------- */
+
+static moeq_linear *build_linear(const scheme_def *s, const shape *sh, moeq_config **cfg_out) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"quant_method\":\"compressed-tensors\",\"format\":\"mixed-precision\","
+             "\"config_groups\":{\"linear\":{\"targets\":[\"Linear\"],\"format\":"
+             "\"%s\",\"weights\":%s,\"input_activations\":%s}}}",
+             s->format, s->weights, s->inputs);
+    moeq_error err;
+    moeq_config *cfg = NULL;
+    if (moeq_config_parse(json, strlen(json), NULL, &cfg, &err) != MOEQ_OK) die("config", &err);
+    const char *name = "model.layers.0.self_attn.o_proj";
+    moeq_resolution res;
+    if (moeq_resolve(cfg, name, MOEQ_MODULE_LINEAR, NULL, &res, &err) != MOEQ_OK)
+        die("resolve", &err);
+    moeq_selection sel;
+    if (moeq_select(&res, name, NULL, &sel, &err) != MOEQ_OK) die("select", &err);
+    if (strcmp(moeq_scheme_name(sel.scheme), s->name) != 0) {
+        fprintf(stderr, "linear_bench: selected %s, want %s\n", moeq_scheme_name(sel.scheme),
+                s->name);
+        exit(1);
+    }
+    moeq_linear_config lc;
+    if (moeq_linear_config_init(&lc, cfg, &res, &sel, &err) != MOEQ_OK) die("config", &err);
+    lc.name = name;
+    lc.in_features = sh->in;
+    lc.out_features = sh->out;
+    moeq_linear *l = NULL;
+    if (moeq_linear_create(&lc, &l, &err) != MOEQ_OK) die("create", &err);
+    /* fill_params sizes weight_shape from g_H (out) and g_I (in) */
+    g_H = sh->out;
+    g_I = sh->in;
+    for (int32_t j = 0; j < moeq__linear_shards(l); j++) fill_params(moeq__linear_shard(l, j));
+    if (moeq_linear_finalize(l, &err) != MOEQ_OK) die("finalize", &err);
+    *cfg_out = cfg;
+    return l;
+}
+
+static size_t weight_bytes(moeq_linear *l) {
+    size_t b = 0;
+    for (int32_t j = 0; j < moeq__linear_shards(l); j++) {
+        b += moeq__moe_expert_bytes(moeq__linear_shard(l, j), 0);
+    }
+    return b;
+}
+
+static bool int_opt(const char *opt, const char *arg, int lo, int hi, int *out) {
+    char *end;
+    long v = arg ? strtol(arg, &end, 10) : 0;
+    if (!arg || *end || v < lo || v > hi) {
+        fprintf(stderr, "linear_bench: %s '%s': expected an integer from %d to %d\n", opt,
+                arg ? arg : "", lo, hi);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+int main(int argc, char **argv) {
+    bool json = false, quick = false;
+    const char *only_scheme = NULL, *only_shape = NULL;
+    int only_T = 0, threads = 2, reps = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--quick")) {
+            quick = true;
+        } else if (!strcmp(a, "--scheme") && v) {
+            only_scheme = argv[++i];
+        } else if (!strcmp(a, "--shape") && v) {
+            only_shape = argv[++i];
+        } else if (!strcmp(a, "--tokens")) {
+            if (!int_opt(a, v, 1, 4096, &only_T)) return 2;
+            i++;
+        } else if (!strcmp(a, "--threads")) {
+            if (!int_opt(a, v, 1, 16, &threads)) return 2;
+            i++;
+        } else if (!strcmp(a, "--reps")) {
+            if (!int_opt(a, v, 1, MAX_REPS, &reps)) return 2;
+            i++;
+        } else {
+            fprintf(stderr, "usage: linear_bench [--json] [--quick] [--scheme NAME] [--shape "
+                            "q_proj|o_proj] [--tokens T] [--threads N] [--reps N]\n");
+            return 2;
+        }
+    }
+    g_stream_n = (quick ? 64u : 512u) << 18; /* floats: 64 or 512 MiB */
+    g_stream = aligned_alloc(64, g_stream_n * sizeof(float));
+    if (!g_stream) return 1;
+    for (size_t i = 0; i < g_stream_n; i++) g_stream[i] = (float)(i & 1023);
+    moeq_ctx_options co = {threads, 0};
+    moeq_ctx *ctx = NULL;
+    moeq_error err;
+    if (moeq_ctx_create(&co, &ctx, &err) != MOEQ_OK) die("context", &err);
+    sample_floors(threads);
+    if (!json) {
+        printf("linear layers, %d threads, %s kernels, bf16 in and out; floors measured in this "
+               "run\n",
+               threads, moeq_ctx_kernels(ctx));
+        printf("%-12s %-7s %5s %10s %8s %9s %9s %10s %11s\n", "scheme", "shape", "T", "ms", "GB/s",
+               "GFLOP/s", "weight MB", "mem floor", "comp floor");
+    } else {
+        printf("[");
+    }
+    const int Ts[3] = {1, 32, 512};
+    bool first = true;
+    for (size_t si = 0; si < sizeof k_schemes / sizeof k_schemes[0]; si++) {
+        const scheme_def *s = &k_schemes[si];
+        if (only_scheme && strcmp(only_scheme, s->name) != 0) continue;
+        for (size_t hi = 0; hi < sizeof k_shapes / sizeof k_shapes[0]; hi++) {
+            const shape *sh = &k_shapes[hi];
+            if (only_shape && strcmp(only_shape, sh->name) != 0) continue;
+            if (quick && hi > 0) continue; /* --quick: the small shape */
+            moeq_config *cfg[MAX_LAYERS] = {NULL};
+            moeq_linear *lay[MAX_LAYERS] = {NULL};
+            lay[0] = build_linear(s, sh, &cfg[0]);
+            const size_t bytes = weight_bytes(lay[0]);
+            int copies = (int)((64u << 20) / bytes) + 1;
+            if (copies > MAX_LAYERS) copies = MAX_LAYERS;
+            if (quick) copies = 1;
+            for (int c = 1; c < copies; c++) lay[c] = build_linear(s, sh, &cfg[c]);
+            sample_floors(threads);
+            for (int ti = 0; ti < 3; ti++) {
+                const int T = Ts[ti];
+                if (only_T && T != only_T) continue;
+                uint16_t *x = malloc((size_t)T * (size_t)sh->in * 2);
+                uint16_t *y = malloc((size_t)T * (size_t)sh->out * 2);
+                if (!x || !y) return 1;
+                for (size_t i = 0; i < (size_t)T * (size_t)sh->in; i++) {
+                    x[i] = moeq__f32_to_bf16((float)(uni() * 2 - 1));
+                }
+                const double flops = 2.0 * T * sh->in * sh->out;
+                int n = reps ? reps : quick ? 3 : T >= 512 ? 8 : 40;
+                if (n > MAX_REPS) n = MAX_REPS;
+                double t[MAX_REPS];
+                for (int r = -1; r < n; r++) { /* one warm-up run */
+                    moeq_linear *l = lay[(r + 1) % copies];
+                    double a = bench_now();
+                    if (moeq_linear_apply(l, ctx, MOEQ_DTYPE_BF16, x, T, MOEQ_DTYPE_BF16, y,
+                                          &err) != MOEQ_OK)
+                        die("apply", &err);
+                    if (r >= 0) t[r] = bench_now() - a;
+                }
+                const double sec = median(t, n);
+                const double bw = median_of(g_bw, g_nbw), peak = median_of(g_peak, g_npeak);
+                const double mem_x = sec / ((double)bytes / (bw * 1e9));
+                const double comp_x = sec / (flops / (peak * 1e9));
+                if (json) {
+                    printf("%s\n{\"scheme\": \"%s\", \"shape\": \"%s\", \"in\": %d, \"out\": %d, "
+                           "\"tokens\": %d, \"threads\": %d, \"ms\": %.4f, \"weight_bytes\": "
+                           "%zu, \"gbps\": %.2f, \"gflops\": %.2f, \"bw_gbps\": %.2f, "
+                           "\"peak_gflops\": %.2f, \"mem_floor_ratio\": %.4f, "
+                           "\"compute_floor_ratio\": %.4f}",
+                           first ? "" : ",", s->name, sh->name, sh->in, sh->out, T, threads,
+                           sec * 1e3, bytes, (double)bytes / sec / 1e9, flops / sec / 1e9, bw, peak,
+                           mem_x, comp_x);
+                } else {
+                    printf("%-12s %-7s %5d %10.3f %8.2f %9.2f %9.2f %9.2fx %10.2fx\n", s->name,
+                           sh->name, T, sec * 1e3, (double)bytes / sec / 1e9, flops / sec / 1e9,
+                           (double)bytes / 1e6, mem_x, comp_x);
+                }
+                fflush(stdout);
+                first = false;
+                free(x);
+                free(y);
+            }
+            for (int c = 0; c < copies; c++) {
+                moeq_linear_destroy(lay[c]);
+                moeq_config_destroy(cfg[c]);
+            }
+        }
+    }
+    sample_floors(threads);
+    const double bw = median_of(g_bw, g_nbw), peak = median_of(g_peak, g_npeak);
+    if (json) {
+        printf("\n]\n");
+    } else {
+        printf("floors (medians of %d samples): read %.2f GB/s, FP32 FMA peak %.1f GFLOP/s at %d "
+               "threads\n",
+               g_nbw, bw, peak, threads);
+    }
+    moeq_ctx_destroy(ctx);
+    free(g_stream);
+    return 0;
+}

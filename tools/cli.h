@@ -68,7 +68,7 @@ typedef struct cli_moe_layer {
     moeq_resolution res;
     moeq_selection sel;
     moeq_moe_config mc;
-    const char *proj[3];
+    moeq_model_layer_info info; /* what moeq_model_layer_config made mc from */
 } cli_moe_layer;
 /* proj NULL: the family's names.  has_bias -1: the family decides; 0 or 1:
  * the checkpoint does.  Prints the error and returns CLI_FAILED when LAYER
@@ -113,6 +113,7 @@ void cli_ep_stop(void);
 int cmd_plan(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_dequant(int argc, char **argv);
+int cmd_load(int argc, char **argv); /* [load] */
 int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);

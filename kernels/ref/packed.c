@@ -203,7 +203,16 @@ static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, 
     const size_t n = w->cols;
     switch (w->kind) {
         case MOEQ__QW_INT_PACKED: {
-            moeq__int_unpack_row_ref(row, 0, n, w->bits, w->legacy != 0, (int8_t *)out);
+            if (w->bits == 8) { /* one value per byte, either layout: u = q + 128 */
+                for (size_t c = 0; c < n; c++) out[c] = (uint8_t)(row[c] ^ 0x80u);
+            } else if (w->bits == 4) { /* two per byte, low nibble first: u = q + 8 */
+                for (size_t c = 0; c < n; c++) {
+                    const unsigned u = (c & 1u) ? row[c >> 1] >> 4 : row[c >> 1] & 0xFu;
+                    out[c] = (uint8_t)(u - 8u);
+                }
+            } else {
+                moeq__int_unpack_row_ref(row, 0, n, w->bits, w->legacy != 0, (int8_t *)out);
+            }
             if (pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4) {
                 for (size_t c = 0; c < n; c++) out[c] = (uint8_t)((int8_t)out[c] + 8);
             }
@@ -225,6 +234,28 @@ static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, 
     }
 }
 
+/* I4 codes straight from 4-bit words: word j of row r (columns 8j..8j+7 in
+ * bits 4i, LSB first) is, as stored or with every nibble's sign bit flipped,
+ * the I4 word of (r, chunk j) - pack-quantized rows hold n = q + 8 already
+ * (both layouts put 8 values in a word), INT4_NIBBLES rows two's-complement q.
+ * Rows past w->rows stay as the caller preset them. */
+static void fill_i4_words(const moeq__qweight *w, size_t b, uint8_t *bc) {
+    const uint32_t flip = w->kind == MOEQ__QW_INT4_NIBBLES ? 0x88888888u : 0u;
+    const size_t words = w->cols / 8;
+    for (size_t rr = 0; rr < MOEQ__PK_ROWS; rr++) {
+        const size_t r = b * MOEQ__PK_ROWS + rr;
+        if (r >= w->rows) break;
+        const uint8_t *row = (const uint8_t *)w->codes + r * w->row_stride;
+        uint8_t *dst = bc + rr * 4;
+        for (size_t j = 0; j < words; j++) {
+            uint32_t v;
+            memcpy(&v, row + j * 4, 4); /* little-endian hosts (kernels.h) */
+            v ^= flip;
+            memcpy(dst + j * 64, &v, 4);
+        }
+    }
+}
+
 void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *codes, uint8_t *scales,
                    uint8_t *row_buf) {
     const size_t ss = moeq__pk_scale_size(pk->scale_kind);
@@ -237,30 +268,40 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
             }
         }
     }
+    const bool i4_words = pk->code == MOEQ__PK_I4 &&
+                          (w->kind == MOEQ__QW_INT4_NIBBLES ||
+                           (w->kind == MOEQ__QW_INT_PACKED && w->bits == 4));
+    const size_t full = w->rows / MOEQ__PK_ROWS; /* blocks without padding rows */
     memset(scales, 0, pk->blocks * pk->blk_scale_bytes); /* padding rows: scale 0 (E8M0: tiny) */
     for (size_t b = 0; b < pk->blocks; b++) {
         uint8_t *bc = codes + b * pk->blk_code_bytes;
         uint8_t *bs = scales + b * pk->blk_scale_bytes;
-        if (pk->code == MOEQ__PK_NIB) {
+        if (b < full && (i4_words || pk->code == MOEQ__PK_I8 || pk->code == MOEQ__PK_E4M3)) {
+            /* every code of the block is written below */
+        } else if (pk->code == MOEQ__PK_NIB) {
             memset(bc, (int)(zero_nib | (zero_nib << 4)), pk->blk_code_bytes);
         } else if (pk->code == MOEQ__PK_I4) {
             memset(bc, 0x88, pk->blk_code_bytes); /* n = 8: value 0 */
         } else {
             memset(bc, 0, pk->blk_code_bytes);
         }
+        if (i4_words) fill_i4_words(w, b, bc);
         for (size_t rr = 0; rr < MOEQ__PK_ROWS; rr++) {
             const size_t r = b * MOEQ__PK_ROWS + rr;
             if (r >= w->rows) break;
-            row_codes(w, pk, r, row_buf);
-            if (pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4) {
-                for (size_t k = 0; k < w->cols; k++) {
-                    unsigned sh;
-                    const size_t at =
-                        pk->code == MOEQ__PK_NIB ? nib_byte(rr, k, &sh) : i4_byte(rr, k, &sh);
-                    bc[at] = (uint8_t)((bc[at] & ~(0xFu << sh)) | ((unsigned)row_buf[k] << sh));
+            if (!i4_words) {
+                row_codes(w, pk, r, row_buf);
+                if (pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4) {
+                    for (size_t k = 0; k < w->cols; k++) {
+                        unsigned sh;
+                        const size_t at = pk->code == MOEQ__PK_NIB ? nib_byte(rr, k, &sh)
+                                                                   : i4_byte(rr, k, &sh);
+                        bc[at] =
+                            (uint8_t)((bc[at] & ~(0xFu << sh)) | ((unsigned)row_buf[k] << sh));
+                    }
+                } else {
+                    for (size_t k = 0; k < w->cols; k++) bc[k * MOEQ__PK_ROWS + rr] = row_buf[k];
                 }
-            } else {
-                for (size_t k = 0; k < w->cols; k++) bc[k * MOEQ__PK_ROWS + rr] = row_buf[k];
             }
             for (size_t gi = 0; gi < pk->groups; gi++) {
                 const bool ok =

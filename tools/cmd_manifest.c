@@ -110,7 +110,8 @@ static int print_manifest(const moeq_moe *moe, const cli_moe_layer *ml, const ch
         } else if (w13 && ml->mc.non_gated) {
             snprintf(from, sizeof from, "%s.%s", ml->info.proj[1], p.ckpt_suffix);
         } else if (w13) {
-            snprintf(from, sizeof from, "{%s,%s}.%s", ml->info.proj[0], ml->info.proj[1], p.ckpt_suffix);
+            snprintf(from, sizeof from, "{%s,%s}.%s", ml->info.proj[0], ml->info.proj[1],
+                     p.ckpt_suffix);
         } else {
             snprintf(from, sizeof from, "%s.%s", ml->info.proj[2], p.ckpt_suffix);
         }

@@ -60,8 +60,8 @@ int cli_moe_layer_setup(const moeq_config *cfg, const moeq_model_moe *mm, const 
     dims.hidden_size = hidden;
     dims.intermediate_size = intermediate;
     moeq_error err;
-    if (moeq_model_layer_config(cfg, &dims, &out->info, so, &out->res, &out->sel, &out->mc,
-                                &err) != MOEQ_OK) {
+    if (moeq_model_layer_config(cfg, &dims, &out->info, so, &out->res, &out->sel, &out->mc, &err) !=
+        MOEQ_OK) {
         cli_print_error(layer, &err);
         return CLI_FAILED;
     }

@@ -1367,7 +1367,6 @@ MOEQ_API void moeq_model_moe_route(const moeq_model_moe *m, moeq_route_config *o
  * it needed, as snprintf. */
 MOEQ_API size_t moeq_model_moe_summary(const moeq_model_moe *m, char *buf, size_t n);
 
-
 /* ------------------------------------------------------------------------ */
 /* [load] A whole checkpoint's MoE layers in one call (src/load/)            */
 /* ------------------------------------------------------------------------ */
@@ -1429,16 +1428,16 @@ typedef struct moeq_model_load_options {
 } moeq_model_load_options;
 
 typedef struct moeq_model_load_summary {
-    uint32_t layers;        /* MoE layers loaded */
-    uint64_t experts;       /* experts over all of them */
-    uint64_t tensors;       /* checkpoint tensors read */
-    uint64_t bytes;         /* their bytes in the checkpoint */
-    uint64_t resident;      /* bytes the finalized layers hold (packed codes and scales) */
-    double seconds;         /* wall time of the whole call */
-    double gb_per_s;        /* bytes / seconds / 1e9 */
-    uint64_t rss_before;    /* the process's resident bytes when the call began (0: unknown) */
-    uint64_t rss_after;     /* ... when it returned */
-    uint64_t peak_rss;      /* the process's peak resident bytes (VmHWM) at the end */
+    uint32_t layers;     /* MoE layers loaded */
+    uint64_t experts;    /* experts over all of them */
+    uint64_t tensors;    /* checkpoint tensors read */
+    uint64_t bytes;      /* their bytes in the checkpoint */
+    uint64_t resident;   /* bytes the finalized layers hold (packed codes and scales) */
+    double seconds;      /* wall time of the whole call */
+    double gb_per_s;     /* bytes / seconds / 1e9 */
+    uint64_t rss_before; /* the process's resident bytes when the call began (0: unknown) */
+    uint64_t rss_after;  /* ... when it returned */
+    uint64_t peak_rss;   /* the process's peak resident bytes (VmHWM) at the end */
 } moeq_model_load_summary;
 
 /* Opens the checkpoint directory `dir` (config.json and safetensors),
@@ -1460,8 +1459,7 @@ MOEQ_API void moeq_model_destroy(moeq_model *model);
 MOEQ_API const moeq_config *moeq_model_config(const moeq_model *model);
 MOEQ_API uint32_t moeq_model_layer_count(const moeq_model *model);
 /* Layer i (finalized; owned by the model) and its prefix; NULL past the last. */
-MOEQ_API const moeq_moe *moeq_model_layer(const moeq_model *model, uint32_t i,
-                                          const char **prefix);
+MOEQ_API const moeq_moe *moeq_model_layer(const moeq_model *model, uint32_t i, const char **prefix);
 /* [/load] */
 
 #ifdef __cplusplus

@@ -268,10 +268,10 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
             }
         }
     }
-    const bool i4_words = pk->code == MOEQ__PK_I4 &&
-                          (w->kind == MOEQ__QW_INT4_NIBBLES ||
-                           (w->kind == MOEQ__QW_INT_PACKED && w->bits == 4));
-    const size_t full = w->rows / MOEQ__PK_ROWS; /* blocks without padding rows */
+    const bool i4_words =
+        pk->code == MOEQ__PK_I4 &&
+        (w->kind == MOEQ__QW_INT4_NIBBLES || (w->kind == MOEQ__QW_INT_PACKED && w->bits == 4));
+    const size_t full = w->rows / MOEQ__PK_ROWS;         /* blocks without padding rows */
     memset(scales, 0, pk->blocks * pk->blk_scale_bytes); /* padding rows: scale 0 (E8M0: tiny) */
     for (size_t b = 0; b < pk->blocks; b++) {
         uint8_t *bc = codes + b * pk->blk_code_bytes;
@@ -294,10 +294,9 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
                 if (pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4) {
                     for (size_t k = 0; k < w->cols; k++) {
                         unsigned sh;
-                        const size_t at = pk->code == MOEQ__PK_NIB ? nib_byte(rr, k, &sh)
-                                                                   : i4_byte(rr, k, &sh);
-                        bc[at] =
-                            (uint8_t)((bc[at] & ~(0xFu << sh)) | ((unsigned)row_buf[k] << sh));
+                        const size_t at =
+                            pk->code == MOEQ__PK_NIB ? nib_byte(rr, k, &sh) : i4_byte(rr, k, &sh);
+                        bc[at] = (uint8_t)((bc[at] & ~(0xFu << sh)) | ((unsigned)row_buf[k] << sh));
                     }
                 } else {
                     for (size_t k = 0; k < w->cols; k++) bc[k * MOEQ__PK_ROWS + rr] = row_buf[k];

@@ -768,7 +768,8 @@ moeq_status moeq_moe_load(moeq_moe *l, const moeq_tensor *t, int32_t *outcome, m
         /* A 2-D slice as finalize reads it: leave it where it is (moeq__moe_ct_views). */
         if (!p->borrowed) {
             p->borrowed = moeq__calloc((size_t)l->cfg.num_local_experts * 2u, sizeof *p->borrowed);
-            if (!p->borrowed) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory loading %s", name);
+            if (!p->borrowed)
+                return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory loading %s", name);
         }
         p->borrowed[e * 2 + slot] = t->data;
         st = MOEQ_STATUS_OK;

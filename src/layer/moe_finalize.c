@@ -241,8 +241,8 @@ static moeq_status finalize_proj(moeq_moe *l, int32_t e, int32_t shard, moeq_err
     pj->w.scale = keep(l, cw.scale, cells * sizeof(float));
     pj->w.zero_point = keep(l, cw.zp, cells * sizeof(float));
     pj->w.g_idx = keep(l, cw.g_idx, cw.qw.cols * sizeof(int32_t));
-    bool lost = (cw.scale && !pj->w.scale) || (cw.zp && !pj->w.zero_point) ||
-                (cw.g_idx && !pj->w.g_idx);
+    bool lost =
+        (cw.scale && !pj->w.scale) || (cw.zp && !pj->w.zero_point) || (cw.g_idx && !pj->w.g_idx);
     moeq__ct_weight_free(&cw);
     if (lost) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing %s", mod);
     if (pj->w.rows !=
@@ -311,8 +311,7 @@ moeq_status moeq__moe_finalize_ct(moeq_moe *l, moeq_error *err) {
     }
     int worst = -1;
     for (int t = 0; t < n; t++) {
-        if (j.out[t].st != MOEQ_STATUS_OK &&
-            (worst < 0 || j.out[t].fail_e < j.out[worst].fail_e)) {
+        if (j.out[t].st != MOEQ_STATUS_OK && (worst < 0 || j.out[t].fail_e < j.out[worst].fail_e)) {
             worst = t;
         }
     }

@@ -58,11 +58,11 @@ static float global_scale_hint(moeq_moe *l, int32_t e, int32_t shard) {
  * on one of the layer's workers. */
 typedef struct {
     moeq_moe *l;
-    bool *packed;  /* [E * 3] */
-    size_t *at;    /* [E * 3]: offset in the arena */
+    bool *packed; /* [E * 3] */
+    size_t *at;   /* [E * 3]: offset in the arena */
     uint8_t *arena;
     size_t maxk;
-    bool nomem;    /* a worker had no row buffer */
+    bool nomem; /* a worker had no row buffer */
 } pack_job;
 
 static void pack_range(void *arg, int tid, int nt) {
@@ -113,7 +113,10 @@ static void pack_run(moeq_moe *l, pack_job *j) {
 moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
     int32_t E = l->cfg.num_local_experts;
     size_t n = (size_t)E * 3u;
-    pack_job j = {l, moeq__calloc(n, sizeof(bool)), moeq__calloc(n, sizeof(size_t)), NULL,
+    pack_job j = {l,
+                  moeq__calloc(n, sizeof(bool)),
+                  moeq__calloc(n, sizeof(size_t)),
+                  NULL,
                   (size_t)(l->cfg.hidden_size > l->cfg.intermediate_size
                                ? l->cfg.hidden_size
                                : l->cfg.intermediate_size),

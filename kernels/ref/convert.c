@@ -109,10 +109,11 @@ float moeq__dtype_eps(int32_t dtype) {
 }
 
 float moeq__round_half_even(float x) {
-    if (!(fabsf(x) < 0x1p23f)) return x; /* already an integer, or NaN/inf */
-    const float f = floorf(x);
-    const float d = x - f; /* exact below 2^23 */
-    if (d > 0.5f) return f + 1.0f;
-    if (d < 0.5f) return f;
-    return fmodf(f, 2.0f) == 0.0f ? f : f + 1.0f;
+    if (!(fabsf(x) < 0x1p23f) || x == 0.0f) return x; /* an integer, NaN/inf, or +-0 */
+    /* x + 2^23 (with x's sign) has no fraction bits left: the addition rounds
+     * to nearest, ties to even (the default mode; float arithmetic is strict
+     * here: no -ffast-math), and subtracting 2^23 back is exact.  Negative x rounding to zero
+     * gives +0, as floor(x) + 1 did. */
+    const float big = x < 0.0f ? -0x1p23f : 0x1p23f;
+    return (x + big) - big;
 }

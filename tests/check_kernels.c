@@ -254,8 +254,8 @@ START_TEST(test_convert_arrays) {
         for (int neg = 0; neg < 2; neg++) {
             const float x = moeq__bits_f32(u | (neg ? 0x80000000u : 0u));
             const float f = floorf(x), d = x - f;
-            const float want = d > 0.5f   ? f + 1.0f
-                               : d < 0.5f ? f
+            const float want = d > 0.5f                 ? f + 1.0f
+                               : d < 0.5f               ? f
                                : fmodf(f, 2.0f) == 0.0f ? f
                                                         : f + 1.0f;
             ck_assert_msg(moeq__f32_bits(moeq__round_half_even(x)) ==

@@ -109,8 +109,7 @@ void moeq__tensor_set_truncate(moeq_tensor_set *set, uint32_t n) {
     for (uint32_t i = 0; i < set->n; i++) *slot_of(set, set->t[i].name) = i + 1u;
 }
 
-moeq_status moeq__tensor_set_absorb(moeq_tensor_set *into, moeq_tensor_set *from,
-                                    moeq_error *err) {
+moeq_status moeq__tensor_set_absorb(moeq_tensor_set *into, moeq_tensor_set *from, moeq_error *err) {
     for (uint32_t i = 0; i < from->n; i++) {
         if (into->n && *slot_of(into, from->t[i].name) != 0) {
             return moeq__error(err, MOEQ_STATUS_INVALID_ARG,

@@ -945,7 +945,7 @@ static moeq_status write_text(const char *dir, const char *file, const char *tex
 typedef struct shard_job {
     const moeq__synth *s;
     const moeq_config *cfg;
-    block *blocks; /* [n] */
+    block *blocks;          /* [n] */
     moeq_tensor_set **sets; /* [n] */
     moeq_error *errs;       /* [n] */
     moeq_status *st;        /* [n] */

@@ -46,11 +46,12 @@ static bool encode_scale(int32_t kind, float gdiv, float s, uint8_t *out) {
             out[1] = (uint8_t)(h >> 8);
             return same_bits(moeq__f16_to_f32(h), s);
         }
-        case MOEQ__PS_BF16: {
-            const uint16_t h = moeq__f32_to_bf16(s);
-            out[0] = (uint8_t)h;
-            out[1] = (uint8_t)(h >> 8);
-            return same_bits(moeq__bf16_to_f32(h), s);
+        case MOEQ__PS_BF16: { /* exact iff the low 16 bits are zero (and s is no NaN) */
+            const uint32_t u = moeq__f32_bits(s);
+            if ((u & 0xFFFFu) || (u & 0x7F800000u) == 0x7F800000u) return false;
+            out[0] = (uint8_t)(u >> 16);
+            out[1] = (uint8_t)(u >> 24);
+            return true;
         }
         case MOEQ__PS_E4M3_DIV: {
             if (!(gdiv > 0.0f) || !isfinite(s)) return false;
@@ -79,10 +80,13 @@ static bool encode_scale(int32_t kind, float gdiv, float s, uint8_t *out) {
     }
 }
 
-/* The reference scale of element (r, c) of w. */
-static float ref_scale(const moeq__qweight *w, size_t r, size_t c) {
-    const moeq__grid *g = &w->grid;
-    return w->scale[(r / g->row_block) * g->cols + c / g->col_block];
+/* The scales of row r.  The reference scale of element (r, c) is
+ * scale[(r / row_block) * grid cols + c / col_block]; in a packable weight the
+ * scale groups along the columns are the packed groups (gsize is col_block,
+ * or cols when col_block >= cols, and cols is a multiple of it), so group gi
+ * of row r reads [gi] of this row. */
+static const float *scale_row(const moeq__qweight *w, size_t r) {
+    return w->scale + (r / w->grid.row_block) * w->grid.cols;
 }
 
 /* ---- planning ---------------------------------------------------------------------- */
@@ -92,8 +96,9 @@ static float ref_scale(const moeq__qweight *w, size_t r, size_t c) {
  * a zero of the other sign than kv * ks; such weights keep the NIB layout. */
 static bool i4_scales_ok(const moeq__qweight *w, const moeq__packed *pk) {
     for (size_t r = 0; r < w->rows; r += w->grid.row_block) {
+        const float *sr = scale_row(w, r);
         for (size_t gi = 0; gi < pk->groups; gi++) {
-            if (!(ref_scale(w, r, gi * pk->gsize) >= 0x1p-114f)) return false;
+            if (!(sr[gi] >= 0x1p-114f)) return false;
         }
     }
     return true;
@@ -157,8 +162,9 @@ bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
         if (order[o] == MOEQ__PS_E4M3_DIV && !(gdiv_hint > 0.0f)) continue;
         bool ok = true;
         for (size_t r = 0; r < w->rows && ok; r += g->row_block) {
+            const float *sr = scale_row(w, r);
             for (size_t gi = 0; gi < pk->groups && ok; gi++) {
-                const float s = ref_scale(w, r, gi * gsize) * pk->scale_fold;
+                const float s = sr[gi] * pk->scale_fold;
                 uint8_t tmp[4];
                 ok = isfinite(s) && isfinite(s * pk->scale_mul) &&
                      encode_scale(order[o], gdiv_hint, s, tmp);
@@ -302,11 +308,10 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
                     for (size_t k = 0; k < w->cols; k++) bc[k * MOEQ__PK_ROWS + rr] = row_buf[k];
                 }
             }
+            const float *sr = scale_row(w, r);
             for (size_t gi = 0; gi < pk->groups; gi++) {
-                const bool ok =
-                    encode_scale(pk->scale_kind, pk->gdiv,
-                                 ref_scale(w, r, gi * pk->gsize) * pk->scale_fold,
-                                 bs + (gi * MOEQ__PK_ROWS + rr) * ss);
+                const bool ok = encode_scale(pk->scale_kind, pk->gdiv, sr[gi] * pk->scale_fold,
+                                             bs + (gi * MOEQ__PK_ROWS + rr) * ss);
                 assert(ok);
                 (void)ok;
             }

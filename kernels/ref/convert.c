@@ -92,13 +92,6 @@ void moeq__from_f32_ref(int32_t dtype, const float *src, size_t n, void *dst) {
     }
 }
 
-float moeq__round_to_dtype(int32_t dtype, float x) {
-    switch (dtype) {
-        case MOEQ_DTYPE_BF16: return moeq__bf16_to_f32(moeq__f32_to_bf16(x));
-        case MOEQ_DTYPE_F16: return moeq__f16_to_f32(moeq__f32_to_f16(x));
-        default: return x;
-    }
-}
 
 float moeq__dtype_eps(int32_t dtype) {
     switch (dtype) {
@@ -106,14 +99,4 @@ float moeq__dtype_eps(int32_t dtype) {
         case MOEQ_DTYPE_F16: return 0x1p-10f;
         default: return 0x1p-23f;
     }
-}
-
-float moeq__round_half_even(float x) {
-    if (!(fabsf(x) < 0x1p23f) || x == 0.0f) return x; /* an integer, NaN/inf, or +-0 */
-    /* x + 2^23 (with x's sign) has no fraction bits left: the addition rounds
-     * to nearest, ties to even (the default mode; float arithmetic is strict
-     * here: no -ffast-math), and subtracting 2^23 back is exact.  Negative x rounding to zero
-     * gives +0, as floor(x) + 1 did. */
-    const float big = x < 0.0f ? -0x1p23f : 0x1p23f;
-    return (x + big) - big;
 }

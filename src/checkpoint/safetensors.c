@@ -11,6 +11,7 @@
  * headers, not the weights.  Every header is validated before any tensor is
  * handed out, and every error names the file (and the tensor).
  */
+#define _DEFAULT_SOURCE /* madvise, MADV_DONTNEED (moeq__checkpoint_drop) */
 #include "checkpoint/safetensors.h"
 
 #include <cjson/cJSON.h>

@@ -129,6 +129,11 @@ void moeq__to_f32_ref(int32_t dtype, const void *src, size_t n, float *dst);
 /* Writes n elements of dtype F64, F32, F16, BF16, F8_E4M3 or F8_E5M2 (each
  * with the rounding of its scalar converter) to dst, any alignment. */
 void moeq__from_f32_ref(int32_t dtype, const float *src, size_t n, void *dst);
+/* dst[j][i] = src[i][j] for i < rows, j < cols, elements of es bytes (any
+ * alignment); src rows are src_ld elements apart, dst rows dst_ld.  In
+ * 32 x 32 tiles: the loaders' transposed parameters. */
+void moeq__transpose_ref(const void *src, size_t rows, size_t cols, size_t src_ld, void *dst,
+                         size_t dst_ld, size_t es);
 /* x rounded to dtype (F32: unchanged; BF16, F16: round to nearest even) and
  * widened back: what torch stores after an op on tensors of that dtype.
  * Inline, as the bf16 conversions (per element in the writers). */

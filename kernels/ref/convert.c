@@ -100,3 +100,31 @@ float moeq__dtype_eps(int32_t dtype) {
         default: return 0x1p-23f;
     }
 }
+
+/* One tile with a constant element size (inlined per size below). */
+static inline void transpose_tile(const uint8_t *src, size_t i0, size_t i1, size_t j0, size_t j1,
+                                  size_t src_ld, uint8_t *dst, size_t dst_ld, size_t es) {
+    for (size_t i = i0; i < i1; i++) {
+        for (size_t j = j0; j < j1; j++) {
+            memcpy(dst + (j * dst_ld + i) * es, src + (i * src_ld + j) * es, es);
+        }
+    }
+}
+
+void moeq__transpose_ref(const void *src, size_t rows, size_t cols, size_t src_ld, void *dst,
+                         size_t dst_ld, size_t es) {
+    const uint8_t *s = src;
+    uint8_t *d = dst;
+    for (size_t i0 = 0; i0 < rows; i0 += 32) {
+        const size_t i1 = rows - i0 < 32 ? rows : i0 + 32;
+        for (size_t j0 = 0; j0 < cols; j0 += 32) {
+            const size_t j1 = cols - j0 < 32 ? cols : j0 + 32;
+            switch (es) {
+                case 1: transpose_tile(s, i0, i1, j0, j1, src_ld, d, dst_ld, 1); break;
+                case 2: transpose_tile(s, i0, i1, j0, j1, src_ld, d, dst_ld, 2); break;
+                case 4: transpose_tile(s, i0, i1, j0, j1, src_ld, d, dst_ld, 4); break;
+                default: transpose_tile(s, i0, i1, j0, j1, src_ld, d, dst_ld, es); break;
+            }
+        }
+    }
+}

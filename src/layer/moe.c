@@ -547,6 +547,12 @@ static moeq_status load_generic(moeq_moe *l, moeq__param *p, int32_t e, int32_t 
      * [slot*n, ...) for gate/up. */
     size_t c0 = half ? slot * (cols / S) : 0;
     size_t nc = half ? cols / S : cols;
+    if (p->pub.dtype == t->dtype) { /* the same dtype: a plain transpose */
+        const size_t es = moeq_dtype_size(t->dtype);
+        moeq__transpose_ref(t->data, nc, rows, rows, (uint8_t *)p->pub.data + (base + c0) * es,
+                            cols, es);
+        return MOEQ_STATUS_OK;
+    }
     for (size_t i = 0; i < nc; i++) {
         for (size_t j = 0; j < rows; j++) copy_elem(p, base + j * cols + c0 + i, t, i * rows + j);
     }

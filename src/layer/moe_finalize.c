@@ -87,11 +87,7 @@ moeq_status moeq__moe_ct_views(moeq_moe *l, int32_t e, int32_t shard, moeq__ct_v
             uint8_t *copy = moeq__moe_alloc(l, nc * rows * es);
             if (!copy)
                 return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing %s", p->name);
-            for (size_t i2 = 0; i2 < nc; i2++) {
-                for (size_t j = 0; j < rows; j++) {
-                    memcpy(copy + (i2 * rows + j) * es, base + (j * cols + c0 + i2) * es, es);
-                }
-            }
+            moeq__transpose_ref(base + c0 * es, rows, nc, cols, copy, rows, es);
             t->data = copy;
             t->ndim = 2;
             t->shape[0] = (int64_t)nc;

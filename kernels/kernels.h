@@ -83,9 +83,20 @@ uint32_t moeq__f32_to_minifloat_mag(float x, int ebits, int mbits);
  * unless the caller knows it is finite there, as for E4M3FN). */
 float moeq__minifloat_mag_to_f32(uint32_t mag, int ebits, int mbits);
 
-float moeq__bf16_to_f32(uint16_t h);
+/* Inline: the writers convert element by element, and a call per element
+ * was a fifth of their time. */
+static inline float moeq__bf16_to_f32(uint16_t h) {
+    return moeq__bits_f32((uint32_t)h << 16);
+}
 /* Round to nearest even; NaN stays NaN (quiet, sign kept); overflow -> inf. */
-uint16_t moeq__f32_to_bf16(float x);
+static inline uint16_t moeq__f32_to_bf16(float x) {
+    const uint32_t u = moeq__f32_bits(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    /* Round to nearest even on the low 16 bits; a carry into the exponent
+     * gives the next binade or inf, which is what IEEE rounding wants. */
+    const uint32_t lsb = (u >> 16) & 1u;
+    return (uint16_t)((u + 0x7FFFu + lsb) >> 16);
+}
 float moeq__f16_to_f32(uint16_t h);
 /* Round to nearest even, subnormals exact, overflow -> inf, NaN stays NaN. */
 uint16_t moeq__f32_to_f16(float x);
@@ -118,14 +129,38 @@ void moeq__to_f32_ref(int32_t dtype, const void *src, size_t n, float *dst);
 /* Writes n elements of dtype F64, F32, F16, BF16, F8_E4M3 or F8_E5M2 (each
  * with the rounding of its scalar converter) to dst, any alignment. */
 void moeq__from_f32_ref(int32_t dtype, const float *src, size_t n, void *dst);
+/* dst[j][i] = src[i][j] for i < rows, j < cols, elements of es bytes (any
+ * alignment); src rows are src_ld elements apart, dst rows dst_ld.  In
+ * 32 x 32 tiles: the loaders' transposed parameters. */
+void moeq__transpose_ref(const void *src, size_t rows, size_t cols, size_t src_ld, void *dst,
+                         size_t dst_ld, size_t es);
 /* x rounded to dtype (F32: unchanged; BF16, F16: round to nearest even) and
- * widened back: what torch stores after an op on tensors of that dtype. */
-float moeq__round_to_dtype(int32_t dtype, float x);
+ * widened back: what torch stores after an op on tensors of that dtype.
+ * Inline, as the bf16 conversions (per element in the writers). */
+static inline float moeq__round_to_dtype(int32_t dtype, float x) {
+    switch (dtype) {
+        case MOEQ_DTYPE_BF16: return moeq__bf16_to_f32(moeq__f32_to_bf16(x));
+        case MOEQ_DTYPE_F16: return moeq__f16_to_f32(moeq__f32_to_f16(x));
+        default: return x;
+    }
+}
 /* torch.finfo(dtype).eps for F32, BF16, F16: CT's substitute for zero scales. */
 float moeq__dtype_eps(int32_t dtype);
 /* torch.round: nearest integer, ties to even, whatever the FPU rounding mode;
- * NaN and +-inf are returned unchanged. */
-float moeq__round_half_even(float x);
+ * NaN and +-inf are returned unchanged; negative x that round to zero give +0.
+ * Inline and branch-free (the quantizers call it per element, on data whose
+ * fractions no branch predictor guesses).  The conversion truncates toward
+ * zero in any mode, and below 2^23 both i and the fraction x - i are exact. */
+static inline float moeq__round_half_even(float x) {
+    const uint32_t ax = moeq__f32_bits(x) & 0x7FFFFFFFu;
+    if (ax >= 0x4B000000u || ax == 0) return x; /* |x| >= 2^23 (an integer), NaN/inf, +-0 */
+    const int32_t i = (int32_t)x;
+    const float frac = x - (float)i; /* in (-1, 1), the sign of x */
+    const int32_t odd = i & 1;
+    const int32_t up = (frac > 0.5f) | ((frac == 0.5f) & odd);
+    const int32_t down = (frac < -0.5f) | ((frac == -0.5f) & odd);
+    return (float)(i + up - down);
+}
 
 /* ------------------------------------------------------------------------ */
 /* fp4.c: E2M1, nibble packing, E8M0, round_to_power_2                        */

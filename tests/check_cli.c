@@ -372,6 +372,54 @@ START_TEST(test_run_layer) {
 }
 END_TEST
 
+/* `moeq load`: every MoE layer, a progress line per layer when stderr is no
+ * terminal, the summary (plain and --json), and exit 1 naming the layer
+ * when one fails. */
+START_TEST(test_load_model) {
+    char dir[128], cmd[1024];
+    snprintf(dir, sizeof dir, "%s/model", tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "%s synth wna16-int4-g128 %s --experts 8 --top-k 2 --hidden 256 --intermediate 128 "
+             "--layers 3 2>&1",
+             tool(), dir);
+    char *out = NULL;
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s load %s --threads 2 2>&1", tool(), dir);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "loaded model.layers.0.mlp.experts (1/3)") &&
+                      strstr(out, "loaded model.layers.2.mlp.experts (3/3)") &&
+                      strstr(out, "loaded 3 MoE layers (24 experts, ") &&
+                      strstr(out, "memory: finalized "),
+                  "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s load %s --json 2>/dev/null", tool(), dir);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "\"layers\": 3, \"experts\": 24,") && strstr(out, "\"peak_rss\": "),
+                  "%s", out);
+    free(out);
+    /* no checkpoint there; no directory given */
+    snprintf(cmd, sizeof cmd, "%s load %s/nowhere 2>&1", tool(), tmpdir);
+    ck_assert_int_eq(run(cmd, NULL), 2);
+    snprintf(cmd, sizeof cmd, "%s load 2>&1", tool());
+    ck_assert_int_eq(run(cmd, NULL), 2);
+    /* a config whose expert size disagrees with the tensors: the first layer fails */
+    char cfg_path[160];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    size_t n = 0;
+    char *text = (char *)moeq_test_read_file(cfg_path, &n);
+    char *at = strstr(text, "\"moe_intermediate_size\": 128");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "\"moe_intermediate_size\": 256", 28);
+    moeq_test_write_text(cfg_path, text);
+    free(text);
+    snprintf(cmd, sizeof cmd, "%s load %s 2>&1", tool(), dir);
+    ck_assert_int_eq(run(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "MoE layer 1 of 3 (model.layers.0.mlp.experts)"), "%s", out);
+    free(out);
+}
+END_TEST
+
 /* `moeq run` and `moeq manifest` of linear modules: an attention projection,
  * a fused qkv_proj from its q/k/v shards, an ignored (bf16) one; the output
  * equals moeq_linear_apply's through the library. */
@@ -477,6 +525,7 @@ static Suite *cli_suite(void) {
     tcase_add_test(tc, test_engine_option);
     tcase_add_test(tc, test_run_layer);
     tcase_add_test(tc, test_run_linear);
+    tcase_add_test(tc, test_load_model);
     tcase_add_loop_test(tc, test_dequant_fixtures, 0,
                         (int)(sizeof k_fixtures / sizeof k_fixtures[0]));
     suite_add_tcase(s, tc);

@@ -6,6 +6,7 @@
 #include "test_util.h"
 #include "kernels.h"
 
+#include <fenv.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -245,6 +246,32 @@ START_TEST(test_convert_arrays) {
     ck_assert_bits_eq(moeq__round_half_even(0.49999997f), 0.0f);
     ck_assert_bits_eq(moeq__round_half_even(7.5f), 8.0f);
     ck_assert_bits_eq(moeq__round_half_even(8388609.0f), 8388609.0f);
+    ck_assert_bits_eq(moeq__round_half_even(-0.0f), -0.0f);
+    ck_assert_bits_eq(moeq__round_half_even(-0.3f), 0.0f);
+    /* against the floor-and-parity definition, over every float with a
+     * fraction step of 2^-12 and more (sign, exponents -13..23, mantissas
+     * strided), in every rounding mode */
+    static const int modes[4] = {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+    for (uint32_t u = 0x39800000u; u < 0x4B800000u; u += 0x3F1u) {
+        for (int neg = 0; neg < 2; neg++) {
+            const float x = moeq__bits_f32(u | (neg ? 0x80000000u : 0u));
+            const float f = floorf(x), d = x - f; /* in the default mode */
+            const float want = d > 0.5f                ? f + 1.0f
+                               : d < 0.5f              ? f
+                               : fmodf(f, 2.0f) == 0.0f ? f
+                                                        : f + 1.0f;
+            const uint32_t exp = moeq__f32_bits(fabsf(x) < 0x1p23f ? want : x);
+            uint32_t got[4];
+            for (int mi = 0; mi < 4; mi++) {
+                fesetround(modes[mi]);
+                got[mi] = moeq__f32_bits(moeq__round_half_even(x));
+            }
+            fesetround(FE_TONEAREST);
+            for (int mi = 0; mi < 4; mi++) {
+                ck_assert_msg(got[mi] == exp, "round_half_even(%a) in mode %d", (double)x, mi);
+            }
+        }
+    }
 }
 END_TEST
 

@@ -3,7 +3,9 @@
  * preset: moeq_synth_write a model (sharded for one of them), open it as an
  * engine would, account for every tensor with moeq_inspect, then load each
  * MoE layer from the checkpoint, finalize, route with the model's own router
- * weight and config, apply, and compare with the float64 reference.
+ * weight and config, apply, and compare with the float64 reference; then
+ * load the same layer with moeq_moe_load_finalize (read in place, 2 threads)
+ * and check that it applies bit for bit as the two-step path's.
  */
 #include "test_util.h"
 
@@ -134,6 +136,26 @@ START_TEST(test_preset_pipeline) {
         }
         ck_assert_msg(max_ref > 0 && max_err <= 2e-2 * max_ref, "%s %s: %g vs %g", preset, prefix,
                       max_err, max_ref);
+        /* The one-step load (weights read in place, finalize on 2 threads):
+         * the same layer, bit for bit. */
+        moeq_moe *fast = NULL;
+        ck_assert_ok(moeq_moe_create(&mc, &fast, &err), &err);
+        ck_assert_ok(moeq_moe_load_finalize(fast, ck, NULL, 2, NULL, NULL, &err), &err);
+        float *out2 = malloc(sizeof(float) * (size_t)(T * H));
+        double *ref2 = malloc(sizeof(double) * (size_t)(T * H));
+        ck_assert_ok(
+            moeq_moe_apply(fast, ctx, MOEQ_DTYPE_F32, x, T, K, ids, w, MOEQ_DTYPE_F32, out2, &err),
+            &err);
+        ck_assert_ok(moeq_moe_apply_reference(fast, MOEQ_DTYPE_F32, x, T, K, ids, w, ref2, &err),
+                     &err);
+        ck_assert_msg(memcmp(out, out2, sizeof(float) * (size_t)(T * H)) == 0,
+                      "%s %s: moeq_moe_load_finalize's layer applies differently", preset, prefix);
+        ck_assert_msg(memcmp(ref, ref2, sizeof(double) * (size_t)(T * H)) == 0,
+                      "%s %s: moeq_moe_load_finalize's layer differs from the reference's", preset,
+                      prefix);
+        free(out2);
+        free(ref2);
+        moeq_moe_destroy(fast);
         ran++;
         moeq_ctx_destroy(ctx);
         moeq_moe_destroy(moe);

@@ -2,7 +2,7 @@
 # so the order docs/architecture.md describes stays true:
 #
 #   kernels < common < config, model < resolve < checkpoint < writer
-#                                              < schemes < layer < parallel < report
+#                                              < schemes < layer < load < parallel < report
 #
 # A file may include headers of its own folder and of lower stages, named by
 # their stage with src/ as the include root ("layer/moe.h"), plus "kernels.h"
@@ -34,6 +34,7 @@ set(rank_checkpoint 40)
 set(rank_writer 45)
 set(rank_schemes 50)
 set(rank_layer 60)
+set(rank_load 65) # [load] whole-model loading: above the layer, beside nothing
 set(rank_parallel 70)
 set(rank_report 80)
 

@@ -68,7 +68,7 @@ typedef struct cli_moe_layer {
     moeq_resolution res;
     moeq_selection sel;
     moeq_moe_config mc;
-    const char *proj[3];
+    moeq_model_layer_info info; /* what moeq_model_layer_config made mc from */
 } cli_moe_layer;
 /* A linear module of a checkpoint (linear_layer.c): its resolution,
  * selection and the moeq_linear_config that creates it; for a fused name the
@@ -143,6 +143,7 @@ void cli_ep_stop(void);
 int cmd_plan(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_dequant(int argc, char **argv);
+int cmd_load(int argc, char **argv); /* [load] */
 int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);

@@ -57,7 +57,7 @@ static int print_manifest(const moeq_moe *moe, const cli_moe_layer *ml, const ch
                (int)mc->num_experts, (int)mc->hidden_size, (int)mc->intermediate_size);
         for (int i = 0; i < 3; i++) {
             if (i) putchar(',');
-            cli_json_string(stdout, ml->proj[i]);
+            cli_json_string(stdout, ml->info.proj[i]);
         }
         printf("],\"params\":[");
     } else {
@@ -92,12 +92,12 @@ static int print_manifest(const moeq_moe *moe, const cli_moe_layer *ml, const ch
             if (p.layout != MOEQ_LAYOUT_DERIVED) {
                 if (w13) {
                     if (!ml->mc.non_gated) { /* non-gated experts have no gate */
-                        cli_json_string(stdout, ml->proj[0]);
+                        cli_json_string(stdout, ml->info.proj[0]);
                         putchar(',');
                     }
-                    cli_json_string(stdout, ml->proj[1]);
+                    cli_json_string(stdout, ml->info.proj[1]);
                 } else {
-                    cli_json_string(stdout, ml->proj[2]);
+                    cli_json_string(stdout, ml->info.proj[2]);
                 }
             }
             printf("],\"layout\":\"%s\",\"quant_method\":", layout_name(p.layout));
@@ -115,11 +115,12 @@ static int print_manifest(const moeq_moe *moe, const cli_moe_layer *ml, const ch
         if (p.layout == MOEQ_LAYOUT_DERIVED) {
             snprintf(from, sizeof from, "(computed by finalize)");
         } else if (w13 && ml->mc.non_gated) {
-            snprintf(from, sizeof from, "%s.%s", ml->proj[1], p.ckpt_suffix);
+            snprintf(from, sizeof from, "%s.%s", ml->info.proj[1], p.ckpt_suffix);
         } else if (w13) {
-            snprintf(from, sizeof from, "{%s,%s}.%s", ml->proj[0], ml->proj[1], p.ckpt_suffix);
+            snprintf(from, sizeof from, "{%s,%s}.%s", ml->info.proj[0], ml->info.proj[1],
+                     p.ckpt_suffix);
         } else {
-            snprintf(from, sizeof from, "%s.%s", ml->proj[2], p.ckpt_suffix);
+            snprintf(from, sizeof from, "%s.%s", ml->info.proj[2], p.ckpt_suffix);
         }
         printf("  %-24s %-5s %-20s %-38s %s%s%s\n", p.name, moeq_dtype_name(p.dtype), shape, from,
                layout_name(p.layout), p.is_transposed ? ", transposed" : "",

@@ -113,35 +113,27 @@ static int read_npy(const char *path, int32_t want, int64_t d0, int64_t d1, npy_
 }
 
 /* The projection names the checkpoint uses for PREFIX, and the expert count. */
-static int scan_experts(const moeq_checkpoint *ck, const char *prefix, const char **proj,
-                        int32_t *count, int32_t *has_bias) {
-    size_t plen = strlen(prefix);
-    int32_t max_id = -1;
-    int w_style = 0, hf_style = 0;
-    uint64_t n = moeq_checkpoint_tensor_count(ck);
-    for (uint64_t i = 0; i < n; i++) {
-        moeq_tensor t;
-        moeq_checkpoint_tensor(ck, i, &t);
-        if (strncmp(t.name, prefix, plen) != 0 || t.name[plen] != '.') continue;
-        const char *p = t.name + plen + 1;
-        char *end;
-        long id = strtol(p, &end, 10);
-        if (end == p || *end != '.') continue;
-        if (id > max_id) max_id = (int32_t)id;
-        /* gate_proj or w1, or up_proj or w3 alone for non-gated experts
-         * (Nemotron-H: up_proj and down_proj only) */
-        if (strncmp(end + 1, "gate_proj.", 10) == 0 || strncmp(end + 1, "up_proj.", 8) == 0)
-            hf_style = 1;
-        if (strncmp(end + 1, "w1.", 3) == 0 || strncmp(end + 1, "w3.", 3) == 0) w_style = 1;
-        size_t len = strlen(end + 1);
-        if (len > 5 && strcmp(end + 1 + len - 5, ".bias") == 0) *has_bias = 1;
+/* LAYER's projection names, experts found and biases, as moeq_model_find_layers
+ * sees them; -1 when the checkpoint has no MoE layer of that name. */
+static int scan_experts(const moeq_config *cfg, const moeq_checkpoint *ck, const char *prefix,
+                        const char **proj, int32_t *count, int32_t *has_bias) {
+    moeq_model_layer_info *v = NULL;
+    uint32_t n = 0;
+    moeq_error err;
+    int rc = -1;
+    if (moeq_model_find_layers(cfg, ck, &v, &n, &err) != MOEQ_OK) {
+        cli_print_error(prefix, &err);
+        return -1;
     }
-    static const char *const hf[3] = {"gate_proj", "up_proj", "down_proj"};
-    static const char *const mixtral[3] = {"w1", "w3", "w2"};
-    const char *const *use = w_style && !hf_style ? mixtral : hf;
-    for (int i = 0; i < 3; i++) proj[i] = use[i];
-    *count = max_id + 1;
-    return max_id >= 0 ? 0 : -1;
+    for (uint32_t i = 0; i < n && rc != 0; i++) {
+        if (strcmp(v[i].prefix, prefix) != 0) continue;
+        for (int k = 0; k < 3; k++) proj[k] = v[i].proj[k]; /* static storage */
+        *count = v[i].found_experts;
+        *has_bias = v[i].has_bias;
+        rc = 0;
+    }
+    moeq_free(v);
+    return rc;
 }
 
 /* A float vector tensor [n] of the checkpoint as float32 (malloc'ed); NULL
@@ -442,7 +434,7 @@ int cmd_run(int argc, char **argv) {
     }
     const char *proj[3];
     int32_t found_experts = 0, has_bias = 0;
-    if (scan_experts(ck, layer, proj, &found_experts, &has_bias) != 0) {
+    if (scan_experts(cfg, ck, layer, proj, &found_experts, &has_bias) != 0) {
         /* not experts: a linear module, as moeq inspect tells them apart */
         cli_linear cl;
         if (!cli_linear_find(ck, layer, &cl)) {
@@ -582,9 +574,8 @@ int cmd_run(int argc, char **argv) {
     }
     double t0 = now_s();
     if (moeq_moe_create(&ml.mc, &moe, &err) != MOEQ_OK ||
-        moeq_moe_load_checkpoint(moe, ck, layer, isatty(2) ? progress_cb : NULL, NULL, NULL, NULL,
-                                 &err) != MOEQ_OK ||
-        moeq_moe_finalize(moe, &err) != MOEQ_OK) {
+        moeq_moe_load_finalize(moe, ck, layer, (int32_t)threads, isatty(2) ? progress_cb : NULL,
+                               NULL, &err) != MOEQ_OK) {
         cli_print_error(layer, &err);
         goto done;
     }

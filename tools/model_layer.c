@@ -48,30 +48,23 @@ int cli_moe_layer_setup(const moeq_config *cfg, const moeq_model_moe *mm, const 
                         int32_t intermediate, int32_t has_bias, const moeq_select_options *so,
                         cli_moe_layer *out) {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < 3; i++) out->proj[i] = proj ? proj[i] : mm->proj[i];
+    if (strlen(layer) >= sizeof out->info.prefix) {
+        fprintf(stderr, "moeq: %s: the layer name is too long\n", layer);
+        return CLI_FAILED;
+    }
+    snprintf(out->info.prefix, sizeof out->info.prefix, "%s", layer);
+    out->info.experts = experts;
+    out->info.has_bias = has_bias < 0 ? mm->expert_bias : has_bias;
+    for (int i = 0; i < 3; i++) out->info.proj[i] = proj ? proj[i] : mm->proj[i];
+    moeq_model_moe dims = *mm;
+    dims.hidden_size = hidden;
+    dims.intermediate_size = intermediate;
     moeq_error err;
-    if (moeq_resolve_moe(cfg, layer, (uint32_t)experts, out->proj, NULL, &out->res, &err) !=
-            MOEQ_OK ||
-        moeq_select(&out->res, layer, so, &out->sel, &err) != MOEQ_OK) {
+    if (moeq_model_layer_config(cfg, &dims, &out->info, so, &out->res, &out->sel, &out->mc, &err) !=
+        MOEQ_OK) {
         cli_print_error(layer, &err);
         return CLI_FAILED;
     }
-    moeq_moe_config *mc = &out->mc;
-    if (moeq_moe_config_init(mc, cfg, &out->res, &out->sel, &err) != MOEQ_OK) {
-        cli_print_error(layer, &err);
-        return CLI_FAILED;
-    }
-    mc->prefix = layer;
-    mc->proj_names = out->proj;
-    mc->num_experts = experts;
-    mc->hidden_size = hidden;
-    mc->intermediate_size = intermediate;
-    mc->activation = mm->activation;
-    mc->swiglu_alpha = mm->swiglu_alpha;
-    mc->swiglu_limit = mm->swiglu_limit;
-    mc->params_dtype = mm->params_dtype;
-    mc->has_bias = has_bias < 0 ? mm->expert_bias : has_bias;
-    mc->non_gated = !mm->gated; /* down(act(up x)): no gate tensors (Nemotron-H) */
     return CLI_OK;
 }
 

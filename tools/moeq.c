@@ -19,6 +19,7 @@ static const struct {
     {"dequant", cmd_dequant, "dequantize one module of a checkpoint to a float32 .npy"},
     {"plan", cmd_plan, "which group, args, format and scheme apply to each layer, and why"},
     {"inspect", cmd_inspect, "plan a model directory's modules and account for every tensor"},
+    {"load", cmd_load, "load and finalize every MoE layer of a checkpoint, timed"}, /* [load] */
     {"manifest", cmd_manifest, "the parameters (names, dtypes, shapes) of one MoE layer"},
     {"run", cmd_run, "load one MoE layer of a checkpoint, run and time it, check it"},
     {"synth", cmd_synth, "write a small synthetic compressed-tensors MoE checkpoint"},

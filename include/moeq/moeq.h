@@ -1230,6 +1230,23 @@ MOEQ_API moeq_status moeq_moe_load_checkpoint(moeq_moe *layer, const moeq_checkp
  *         values), STATE (already finalized), NOMEM. */
 MOEQ_API moeq_status moeq_moe_finalize(moeq_moe *layer, moeq_error *err);
 
+/* [load] moeq_moe_load_checkpoint and moeq_moe_finalize in one step, the
+ * fast way: the layer reads weights and scales in place from the mapped
+ * checkpoint instead of copying them into its parameters first (where the
+ * checkpoint's dtype is the parameter's), and finalize packs them straight
+ * into the kernels' layout on `threads` threads (0 or 1: the caller alone);
+ * then the checkpoint pages it read are given back (they stay in the page
+ * cache).  The checkpoint only has to stay open during the call.  The result
+ * is bit for bit what the two-step path gives.  A layer some of whose
+ * projections do not pack (zero points, actorder, ...) is loaded again the
+ * two-step way.  On failure the layer is as created (nothing loaded).
+ * @return as moeq_moe_load_checkpoint and moeq_moe_finalize; INVALID_ARG for
+ *         threads outside 0..1024. */
+MOEQ_API moeq_status moeq_moe_load_finalize(moeq_moe *layer, const moeq_checkpoint *ckpt,
+                                            const char *prefix, int32_t threads,
+                                            moeq_progress_fn progress, void *user_data,
+                                            moeq_error *err);
+
 /* Per-thread scratch space and thread pool for moeq_moe_apply. */
 typedef struct moeq_ctx_options {
     int32_t threads;   /* worker threads for apply; 0 or 1: the calling thread only */
@@ -1472,6 +1489,101 @@ MOEQ_API void moeq_model_moe_route(const moeq_model_moe *m, moeq_route_config *o
  * style one-line summary of the routing into buf (n bytes); returns the length
  * it needed, as snprintf. */
 MOEQ_API size_t moeq_model_moe_summary(const moeq_model_moe *m, char *buf, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* [load] A whole checkpoint's MoE layers in one call (src/load/)            */
+/* ------------------------------------------------------------------------ */
+
+/* Every MoE layer of a checkpoint directory, loaded and finalized (docs/loading.md). */
+typedef struct moeq_model moeq_model;
+
+/* One MoE layer of a checkpoint as moeq_model_load finds and creates it. */
+typedef struct moeq_model_layer_info {
+    char prefix[256];      /* "model.layers.3.mlp.experts" */
+    int32_t experts;       /* routed experts it holds (config.json, or the retained ones
+                              moe_sparsity_config names; else the highest id + 1 found) */
+    int32_t found_experts; /* the highest expert id in the checkpoint + 1 */
+    int32_t has_bias;      /* 1: its expert projections have biases */
+    const char *proj[3];   /* gate, up, down as the tensors name them (static storage: the
+                              gate_proj/up_proj/down_proj or w1/w3/w2 names) */
+    uint64_t tensors;      /* checkpoint tensors under "<prefix>." */
+    uint64_t bytes;        /* their bytes in the checkpoint */
+} moeq_model_layer_info;
+
+/* The MoE layers of an open checkpoint: the prefixes of tensors named
+ * "<prefix>.<expert>.<proj>.<param>" (proj: gate_proj/up_proj/down_proj or
+ * w1/w3/w2), in layer order (numbers compared as numbers).  *out: an array of
+ * *count entries, free with moeq_free (NULL when none).
+ * @return OK, INVALID_ARG (NULL), NOMEM. */
+MOEQ_API moeq_status moeq_model_find_layers(const moeq_config *cfg, const moeq_checkpoint *ckpt,
+                                            moeq_model_layer_info **out, uint32_t *count,
+                                            moeq_error *err);
+
+/* The moeq_moe_config a layer is created with, as `moeq run` and
+ * moeq_model_load create it: resolution and scheme for the layer, the
+ * model's dimensions, activation, biases and gating (moeq_model_moe_get),
+ * prefix and projection names (pointing into *info and *res, which must
+ * outlive the moeq_moe_create call).  A caller may fill *info itself
+ * (prefix, experts, has_bias, proj; the counts are not read).
+ * @return OK, INVALID_ARG (config.json lacks a dimension: the message names the
+ *         keys), and the statuses of moeq_resolve_moe and moeq_select. */
+MOEQ_API moeq_status moeq_model_layer_config(const moeq_config *cfg, const moeq_model_moe *mm,
+                                             const moeq_model_layer_info *info,
+                                             const moeq_select_options *select,
+                                             moeq_resolution *res, moeq_selection *sel,
+                                             moeq_moe_config *out, moeq_error *err);
+
+/* Progress of moeq_model_load, after each layer. */
+typedef struct moeq_model_progress {
+    uint32_t layers_done, layers; /* MoE layers finalized so far, and in all */
+    uint64_t bytes_done, bytes;   /* their checkpoint bytes so far, and in all */
+    double seconds;               /* since the load began */
+    const char *layer;            /* the layer just finalized (valid during the call) */
+} moeq_model_progress;
+/* Return 0 to go on, anything else to stop (moeq_model_load then fails with STATE). */
+typedef int32_t (*moeq_model_progress_fn)(const moeq_model_progress *p, void *user_data);
+
+typedef struct moeq_model_load_options {
+    int32_t threads;                   /* loader threads; 0: one per online CPU */
+    const moeq_select_options *select; /* NULL: the defaults */
+    moeq_model_progress_fn progress;   /* NULL: none */
+    void *user_data;
+} moeq_model_load_options;
+
+typedef struct moeq_model_load_summary {
+    uint32_t layers;     /* MoE layers loaded */
+    uint64_t experts;    /* experts over all of them */
+    uint64_t tensors;    /* checkpoint tensors read */
+    uint64_t bytes;      /* their bytes in the checkpoint */
+    uint64_t resident;   /* bytes the finalized layers hold (packed codes and scales) */
+    double seconds;      /* wall time of the whole call */
+    double gb_per_s;     /* bytes / seconds / 1e9 */
+    uint64_t rss_before; /* the process's resident bytes when the call began (0: unknown) */
+    uint64_t rss_after;  /* ... when it returned */
+    uint64_t peak_rss;   /* the process's peak resident bytes (VmHWM) at the end */
+} moeq_model_load_summary;
+
+/* Opens the checkpoint directory `dir` (config.json and safetensors),
+ * finds its MoE layers (moeq_model_find_layers) and creates, loads and
+ * finalizes each (moeq_moe_load_finalize, opts->threads threads), reporting
+ * progress after each layer; the checkpoint is closed before it returns.
+ * *summary (may be NULL) is filled on success.  On failure nothing stays
+ * allocated and the message names the layer (and the tensor, where one is at
+ * fault).  OUT *out: destroy with moeq_model_destroy.
+ * @return OK, INVALID_ARG, IO, CHECKPOINT (no MoE layer; a layer's tensors),
+ *         STATE (the callback stopped it), and the statuses of
+ *         moeq_config_load, moeq_checkpoint_open, moeq_model_layer_config and
+ *         moeq_moe_load_finalize. */
+MOEQ_API moeq_status moeq_model_load(const char *dir, const moeq_model_load_options *opts,
+                                     moeq_model **out, moeq_model_load_summary *summary,
+                                     moeq_error *err);
+MOEQ_API void moeq_model_destroy(moeq_model *model);
+/* The model's config (owned by the model). */
+MOEQ_API const moeq_config *moeq_model_config(const moeq_model *model);
+MOEQ_API uint32_t moeq_model_layer_count(const moeq_model *model);
+/* Layer i (finalized; owned by the model) and its prefix; NULL past the last. */
+MOEQ_API const moeq_moe *moeq_model_layer(const moeq_model *model, uint32_t i, const char **prefix);
+/* [/load] */
 
 #ifdef __cplusplus
 }

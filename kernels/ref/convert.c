@@ -92,13 +92,6 @@ void moeq__from_f32_ref(int32_t dtype, const float *src, size_t n, void *dst) {
     }
 }
 
-float moeq__round_to_dtype(int32_t dtype, float x) {
-    switch (dtype) {
-        case MOEQ_DTYPE_BF16: return moeq__bf16_to_f32(moeq__f32_to_bf16(x));
-        case MOEQ_DTYPE_F16: return moeq__f16_to_f32(moeq__f32_to_f16(x));
-        default: return x;
-    }
-}
 
 float moeq__dtype_eps(int32_t dtype) {
     switch (dtype) {
@@ -108,11 +101,30 @@ float moeq__dtype_eps(int32_t dtype) {
     }
 }
 
-float moeq__round_half_even(float x) {
-    if (!(fabsf(x) < 0x1p23f)) return x; /* already an integer, or NaN/inf */
-    const float f = floorf(x);
-    const float d = x - f; /* exact below 2^23 */
-    if (d > 0.5f) return f + 1.0f;
-    if (d < 0.5f) return f;
-    return fmodf(f, 2.0f) == 0.0f ? f : f + 1.0f;
+/* One tile with a constant element size (inlined per size below). */
+static inline void transpose_tile(const uint8_t *src, size_t i0, size_t i1, size_t j0, size_t j1,
+                                  size_t src_ld, uint8_t *dst, size_t dst_ld, size_t es) {
+    for (size_t i = i0; i < i1; i++) {
+        for (size_t j = j0; j < j1; j++) {
+            memcpy(dst + (j * dst_ld + i) * es, src + (i * src_ld + j) * es, es);
+        }
+    }
+}
+
+void moeq__transpose_ref(const void *src, size_t rows, size_t cols, size_t src_ld, void *dst,
+                         size_t dst_ld, size_t es) {
+    const uint8_t *s = src;
+    uint8_t *d = dst;
+    for (size_t i0 = 0; i0 < rows; i0 += 32) {
+        const size_t i1 = rows - i0 < 32 ? rows : i0 + 32;
+        for (size_t j0 = 0; j0 < cols; j0 += 32) {
+            const size_t j1 = cols - j0 < 32 ? cols : j0 + 32;
+            switch (es) {
+                case 1: transpose_tile(s, i0, i1, j0, j1, src_ld, d, dst_ld, 1); break;
+                case 2: transpose_tile(s, i0, i1, j0, j1, src_ld, d, dst_ld, 2); break;
+                case 4: transpose_tile(s, i0, i1, j0, j1, src_ld, d, dst_ld, 4); break;
+                default: transpose_tile(s, i0, i1, j0, j1, src_ld, d, dst_ld, es); break;
+            }
+        }
+    }
 }

@@ -50,18 +50,7 @@ float moeq__minifloat_mag_to_f32(uint32_t mag, int ebits, int mbits) {
 
 _Static_assert(sizeof(uint16_t) == 2, "bf16/f16 are stored as uint16_t");
 
-float moeq__bf16_to_f32(uint16_t h) {
-    return moeq__bits_f32((uint32_t)h << 16);
-}
-
-uint16_t moeq__f32_to_bf16(float x) {
-    const uint32_t u = moeq__f32_bits(x);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    /* Round to nearest even on the low 16 bits; a carry into the exponent
-     * gives the next binade or inf, which is what IEEE rounding wants. */
-    const uint32_t lsb = (u >> 16) & 1u;
-    return (uint16_t)((u + 0x7FFFu + lsb) >> 16);
-}
+/* moeq__bf16_to_f32 and moeq__f32_to_bf16 are inline in kernels.h. */
 
 /* ---- f16 ------------------------------------------------------------------- */
 

@@ -46,11 +46,12 @@ static bool encode_scale(int32_t kind, float gdiv, float s, uint8_t *out) {
             out[1] = (uint8_t)(h >> 8);
             return same_bits(moeq__f16_to_f32(h), s);
         }
-        case MOEQ__PS_BF16: {
-            const uint16_t h = moeq__f32_to_bf16(s);
-            out[0] = (uint8_t)h;
-            out[1] = (uint8_t)(h >> 8);
-            return same_bits(moeq__bf16_to_f32(h), s);
+        case MOEQ__PS_BF16: { /* exact iff the low 16 bits are zero (and s is no NaN) */
+            const uint32_t u = moeq__f32_bits(s);
+            if ((u & 0xFFFFu) || (u & 0x7F800000u) == 0x7F800000u) return false;
+            out[0] = (uint8_t)(u >> 16);
+            out[1] = (uint8_t)(u >> 24);
+            return true;
         }
         case MOEQ__PS_E4M3_DIV: {
             if (!(gdiv > 0.0f) || !isfinite(s)) return false;
@@ -79,10 +80,13 @@ static bool encode_scale(int32_t kind, float gdiv, float s, uint8_t *out) {
     }
 }
 
-/* The reference scale of element (r, c) of w. */
-static float ref_scale(const moeq__qweight *w, size_t r, size_t c) {
-    const moeq__grid *g = &w->grid;
-    return w->scale[(r / g->row_block) * g->cols + c / g->col_block];
+/* The scales of row r.  The reference scale of element (r, c) is
+ * scale[(r / row_block) * grid cols + c / col_block]; in a packable weight the
+ * scale groups along the columns are the packed groups (gsize is col_block,
+ * or cols when col_block >= cols, and cols is a multiple of it), so group gi
+ * of row r reads [gi] of this row. */
+static const float *scale_row(const moeq__qweight *w, size_t r) {
+    return w->scale + (r / w->grid.row_block) * w->grid.cols;
 }
 
 /* ---- planning ---------------------------------------------------------------------- */
@@ -92,8 +96,9 @@ static float ref_scale(const moeq__qweight *w, size_t r, size_t c) {
  * a zero of the other sign than kv * ks; such weights keep the NIB layout. */
 static bool i4_scales_ok(const moeq__qweight *w, const moeq__packed *pk) {
     for (size_t r = 0; r < w->rows; r += w->grid.row_block) {
+        const float *sr = scale_row(w, r);
         for (size_t gi = 0; gi < pk->groups; gi++) {
-            if (!(ref_scale(w, r, gi * pk->gsize) >= 0x1p-114f)) return false;
+            if (!(sr[gi] >= 0x1p-114f)) return false;
         }
     }
     return true;
@@ -157,8 +162,9 @@ bool moeq__pk_plan(const moeq__qweight *w, float gdiv_hint, moeq__packed *pk) {
         if (order[o] == MOEQ__PS_E4M3_DIV && !(gdiv_hint > 0.0f)) continue;
         bool ok = true;
         for (size_t r = 0; r < w->rows && ok; r += g->row_block) {
+            const float *sr = scale_row(w, r);
             for (size_t gi = 0; gi < pk->groups && ok; gi++) {
-                const float s = ref_scale(w, r, gi * gsize) * pk->scale_fold;
+                const float s = sr[gi] * pk->scale_fold;
                 uint8_t tmp[4];
                 ok = isfinite(s) && isfinite(s * pk->scale_mul) &&
                      encode_scale(order[o], gdiv_hint, s, tmp);
@@ -203,7 +209,16 @@ static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, 
     const size_t n = w->cols;
     switch (w->kind) {
         case MOEQ__QW_INT_PACKED: {
-            moeq__int_unpack_row_ref(row, 0, n, w->bits, w->legacy != 0, (int8_t *)out);
+            if (w->bits == 8) { /* one value per byte, either layout: u = q + 128 */
+                for (size_t c = 0; c < n; c++) out[c] = (uint8_t)(row[c] ^ 0x80u);
+            } else if (w->bits == 4) { /* two per byte, low nibble first: u = q + 8 */
+                for (size_t c = 0; c < n; c++) {
+                    const unsigned u = (c & 1u) ? row[c >> 1] >> 4 : row[c >> 1] & 0xFu;
+                    out[c] = (uint8_t)(u - 8u);
+                }
+            } else {
+                moeq__int_unpack_row_ref(row, 0, n, w->bits, w->legacy != 0, (int8_t *)out);
+            }
             if (pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4) {
                 for (size_t c = 0; c < n; c++) out[c] = (uint8_t)((int8_t)out[c] + 8);
             }
@@ -225,6 +240,28 @@ static void row_codes(const moeq__qweight *w, const moeq__packed *pk, size_t r, 
     }
 }
 
+/* I4 codes straight from 4-bit words: word j of row r (columns 8j..8j+7 in
+ * bits 4i, LSB first) is, as stored or with every nibble's sign bit flipped,
+ * the I4 word of (r, chunk j) - pack-quantized rows hold n = q + 8 already
+ * (both layouts put 8 values in a word), INT4_NIBBLES rows two's-complement q.
+ * Rows past w->rows stay as the caller preset them. */
+static void fill_i4_words(const moeq__qweight *w, size_t b, uint8_t *bc) {
+    const uint32_t flip = w->kind == MOEQ__QW_INT4_NIBBLES ? 0x88888888u : 0u;
+    const size_t words = w->cols / 8;
+    for (size_t rr = 0; rr < MOEQ__PK_ROWS; rr++) {
+        const size_t r = b * MOEQ__PK_ROWS + rr;
+        if (r >= w->rows) break;
+        const uint8_t *row = (const uint8_t *)w->codes + r * w->row_stride;
+        uint8_t *dst = bc + rr * 4;
+        for (size_t j = 0; j < words; j++) {
+            uint32_t v;
+            memcpy(&v, row + j * 4, 4); /* little-endian hosts (kernels.h) */
+            v ^= flip;
+            memcpy(dst + j * 64, &v, 4);
+        }
+    }
+}
+
 void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *codes, uint8_t *scales,
                    uint8_t *row_buf) {
     const size_t ss = moeq__pk_scale_size(pk->scale_kind);
@@ -237,36 +274,44 @@ void moeq__pk_fill(const moeq__qweight *w, const moeq__packed *pk, uint8_t *code
             }
         }
     }
+    const bool i4_words =
+        pk->code == MOEQ__PK_I4 &&
+        (w->kind == MOEQ__QW_INT4_NIBBLES || (w->kind == MOEQ__QW_INT_PACKED && w->bits == 4));
+    const size_t full = w->rows / MOEQ__PK_ROWS;         /* blocks without padding rows */
     memset(scales, 0, pk->blocks * pk->blk_scale_bytes); /* padding rows: scale 0 (E8M0: tiny) */
     for (size_t b = 0; b < pk->blocks; b++) {
         uint8_t *bc = codes + b * pk->blk_code_bytes;
         uint8_t *bs = scales + b * pk->blk_scale_bytes;
-        if (pk->code == MOEQ__PK_NIB) {
+        if (b < full && (i4_words || pk->code == MOEQ__PK_I8 || pk->code == MOEQ__PK_E4M3)) {
+            /* every code of the block is written below */
+        } else if (pk->code == MOEQ__PK_NIB) {
             memset(bc, (int)(zero_nib | (zero_nib << 4)), pk->blk_code_bytes);
         } else if (pk->code == MOEQ__PK_I4) {
             memset(bc, 0x88, pk->blk_code_bytes); /* n = 8: value 0 */
         } else {
             memset(bc, 0, pk->blk_code_bytes);
         }
+        if (i4_words) fill_i4_words(w, b, bc);
         for (size_t rr = 0; rr < MOEQ__PK_ROWS; rr++) {
             const size_t r = b * MOEQ__PK_ROWS + rr;
             if (r >= w->rows) break;
-            row_codes(w, pk, r, row_buf);
-            if (pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4) {
-                for (size_t k = 0; k < w->cols; k++) {
-                    unsigned sh;
-                    const size_t at =
-                        pk->code == MOEQ__PK_NIB ? nib_byte(rr, k, &sh) : i4_byte(rr, k, &sh);
-                    bc[at] = (uint8_t)((bc[at] & ~(0xFu << sh)) | ((unsigned)row_buf[k] << sh));
+            if (!i4_words) {
+                row_codes(w, pk, r, row_buf);
+                if (pk->code == MOEQ__PK_NIB || pk->code == MOEQ__PK_I4) {
+                    for (size_t k = 0; k < w->cols; k++) {
+                        unsigned sh;
+                        const size_t at =
+                            pk->code == MOEQ__PK_NIB ? nib_byte(rr, k, &sh) : i4_byte(rr, k, &sh);
+                        bc[at] = (uint8_t)((bc[at] & ~(0xFu << sh)) | ((unsigned)row_buf[k] << sh));
+                    }
+                } else {
+                    for (size_t k = 0; k < w->cols; k++) bc[k * MOEQ__PK_ROWS + rr] = row_buf[k];
                 }
-            } else {
-                for (size_t k = 0; k < w->cols; k++) bc[k * MOEQ__PK_ROWS + rr] = row_buf[k];
             }
+            const float *sr = scale_row(w, r);
             for (size_t gi = 0; gi < pk->groups; gi++) {
-                const bool ok =
-                    encode_scale(pk->scale_kind, pk->gdiv,
-                                 ref_scale(w, r, gi * pk->gsize) * pk->scale_fold,
-                                 bs + (gi * MOEQ__PK_ROWS + rr) * ss);
+                const bool ok = encode_scale(pk->scale_kind, pk->gdiv, sr[gi] * pk->scale_fold,
+                                             bs + (gi * MOEQ__PK_ROWS + rr) * ss);
                 assert(ok);
                 (void)ok;
             }

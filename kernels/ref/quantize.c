@@ -99,8 +99,15 @@ void moeq__quantize_int_ref(const moeq__wquant *a, const float *w, size_t rows, 
         }
     }
     for (size_t r = 0; r < rows; r++) {
+        /* cell_of(&g, g_idx, r, c), without a division per element */
+        const size_t base = (r / g.row_block) * g.cols;
+        size_t group = 0, in_group = 0;
         for (size_t c = 0; c < cols; c++) {
-            const size_t cell = cell_of(&g, g_idx, r, c);
+            const size_t cell = base + (g_idx ? (size_t)g_idx[c] : group);
+            if (++in_group == g.col_block) {
+                in_group = 0;
+                group++;
+            }
             float v = RD(w[r * cols + c] / scale[cell]);
             if (!a->symmetric) v = RD(v + (float)zp[cell]);
             v = moeq__round_half_even(clampf(v, q_min, q_max));

@@ -348,6 +348,58 @@ class moeq_synth_layout(ctypes.Structure):
     ]
 
 
+# [load] moeq_model_load (src/load/)
+class moeq_model_layer_info(ctypes.Structure):
+    _fields_ = [
+        ("prefix", ctypes.c_char * 256),
+        ("experts", ctypes.c_int32),
+        ("found_experts", ctypes.c_int32),
+        ("has_bias", ctypes.c_int32),
+        ("proj", ctypes.c_char_p * 3),
+        ("tensors", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+    ]
+
+
+class moeq_model_progress(ctypes.Structure):
+    _fields_ = [
+        ("layers_done", ctypes.c_uint32),
+        ("layers", ctypes.c_uint32),
+        ("bytes_done", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("seconds", ctypes.c_double),
+        ("layer", ctypes.c_char_p),
+    ]
+
+
+MODEL_PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(moeq_model_progress),
+                                     ctypes.c_void_p)
+
+
+class moeq_model_load_options(ctypes.Structure):
+    _fields_ = [
+        ("threads", ctypes.c_int32),
+        ("select", ctypes.c_void_p),
+        ("progress", MODEL_PROGRESS_FN),
+        ("user_data", ctypes.c_void_p),
+    ]
+
+
+class moeq_model_load_summary(ctypes.Structure):
+    _fields_ = [
+        ("layers", ctypes.c_uint32),
+        ("experts", ctypes.c_uint64),
+        ("tensors", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("resident", ctypes.c_uint64),
+        ("seconds", ctypes.c_double),
+        ("gb_per_s", ctypes.c_double),
+        ("rss_before", ctypes.c_uint64),
+        ("rss_after", ctypes.c_uint64),
+        ("peak_rss", ctypes.c_uint64),
+    ]
+
+
 # Every struct above, by its C name (the ABI layout test walks this).
 STRUCTS = {
     cls.__name__: cls
@@ -358,6 +410,8 @@ STRUCTS = {
         moeq_linear_config, moeq_param,
         moeq_ctx_options, moeq_inspect_options, moeq_inspect_summary, moeq_synth_group,
         moeq_synth_layout, moeq_engine_verdict,
+        moeq_model_layer_info, moeq_model_progress, moeq_model_load_options,
+        moeq_model_load_summary,
     )
 }
 
@@ -500,6 +554,16 @@ PROTOTYPES = {
         _st, [_h, _h, _i32, ctypes.c_void_p, _i64, _i32, ctypes.c_void_p, _e], True),
     "moeq_linear_apply_reference": (
         _st, [_h, _i32, ctypes.c_void_p, _i64, ctypes.POINTER(ctypes.c_double), _e], True),
+    # [load] one layer in one step; every MoE layer of a checkpoint directory
+    "moeq_moe_load_finalize": (
+        _st, [_h, _h, _s, ctypes.c_int32, PROGRESS_FN, ctypes.c_void_p, _e], True),
+    "moeq_model_load": (
+        _st, [_s, ctypes.POINTER(moeq_model_load_options), _hp,
+              ctypes.POINTER(moeq_model_load_summary), _e], True),
+    "moeq_model_destroy": (None, [_h], True),
+    "moeq_model_config": (_h, [_h], True),
+    "moeq_model_layer_count": (ctypes.c_uint32, [_h], True),
+    "moeq_model_layer": (_h, [_h, ctypes.c_uint32, ctypes.POINTER(ctypes.c_char_p)], True),
     # the writer side: compressing weights, synthetic checkpoints
     "moeq_tensor_set_create": (_st, [_hp, _e], True),
     "moeq_tensor_set_destroy": (None, [_h], True),

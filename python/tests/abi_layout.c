@@ -162,6 +162,28 @@ int main(void) {
     F(moeq_inspect_summary, missing); F(moeq_inspect_summary, errors);
     F(moeq_inspect_summary, warnings);
     end();
+    S(moeq_model_layer_info);
+    F(moeq_model_layer_info, prefix); F(moeq_model_layer_info, experts);
+    F(moeq_model_layer_info, found_experts); F(moeq_model_layer_info, has_bias);
+    F(moeq_model_layer_info, proj); F(moeq_model_layer_info, tensors);
+    F(moeq_model_layer_info, bytes);
+    end();
+    S(moeq_model_progress);
+    F(moeq_model_progress, layers_done); F(moeq_model_progress, layers);
+    F(moeq_model_progress, bytes_done); F(moeq_model_progress, bytes);
+    F(moeq_model_progress, seconds); F(moeq_model_progress, layer);
+    end();
+    S(moeq_model_load_options);
+    F(moeq_model_load_options, threads); F(moeq_model_load_options, select);
+    F(moeq_model_load_options, progress); F(moeq_model_load_options, user_data);
+    end();
+    S(moeq_model_load_summary);
+    F(moeq_model_load_summary, layers); F(moeq_model_load_summary, experts);
+    F(moeq_model_load_summary, tensors); F(moeq_model_load_summary, bytes);
+    F(moeq_model_load_summary, resident); F(moeq_model_load_summary, seconds);
+    F(moeq_model_load_summary, gb_per_s); F(moeq_model_load_summary, rss_before);
+    F(moeq_model_load_summary, rss_after); F(moeq_model_load_summary, peak_rss);
+    end();
     printf("\n}\n");
     return 0;
 }

@@ -11,6 +11,7 @@
  * headers, not the weights.  Every header is validated before any tensor is
  * handed out, and every error names the file (and the tensor).
  */
+#define _DEFAULT_SOURCE /* madvise, MADV_DONTNEED (moeq__checkpoint_drop) */
 #include "checkpoint/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -1196,4 +1197,18 @@ moeq_status moeq_safetensors_write(const char *path, const moeq_tensor *tensors,
     moeq__sb_free(&header);
     moeq__free(order);
     return rc;
+}
+
+void moeq__checkpoint_drop(const void *data, uint64_t nbytes) {
+#if defined(__linux__) && defined(MADV_DONTNEED)
+    const long page = sysconf(_SC_PAGESIZE);
+    const uintptr_t ps = page > 0 ? (uintptr_t)page : 4096u;
+    const uintptr_t a = ((uintptr_t)data + ps - 1) / ps * ps;
+    const uintptr_t b = ((uintptr_t)data + (uintptr_t)nbytes) / ps * ps;
+    /* a read-only private file mapping: its pages come back from the file */
+    if (data && b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+#else
+    (void)data;
+    (void)nbytes;
+#endif
 }

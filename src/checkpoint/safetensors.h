@@ -40,4 +40,9 @@ bool moeq__checkpoint_index_of(const moeq_checkpoint *ckpt, const char *name, ui
 uint64_t moeq__checkpoint_prefix_range(const moeq_checkpoint *ckpt, const char *prefix,
                                        uint64_t *first);
 
+/* Drops the pages of [data, data + nbytes) (inside a mapped checkpoint file)
+ * from this process's resident memory: they stay in the page cache and are
+ * read again if touched.  The whole pages inside the range only. */
+void moeq__checkpoint_drop(const void *data, uint64_t nbytes);
+
 #endif /* MOEQ_SAFETENSORS_H */

@@ -109,6 +109,30 @@ void moeq__tensor_set_truncate(moeq_tensor_set *set, uint32_t n) {
     for (uint32_t i = 0; i < set->n; i++) *slot_of(set, set->t[i].name) = i + 1u;
 }
 
+moeq_status moeq__tensor_set_absorb(moeq_tensor_set *into, moeq_tensor_set *from, moeq_error *err) {
+    for (uint32_t i = 0; i < from->n; i++) {
+        if (into->n && *slot_of(into, from->t[i].name) != 0) {
+            return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                               "%s: a tensor of that name is already in the set", from->t[i].name);
+        }
+    }
+    const uint32_t n0 = into->n;
+    for (uint32_t i = 0; i < from->n; i++) {
+        if (!reserve_one(into)) {
+            into->n = n0; /* the blocks still belong to `from` */
+            memset(into->slots, 0, into->n_slots * sizeof *into->slots);
+            for (uint32_t k = 0; k < into->n; k++) *slot_of(into, into->t[k].name) = k + 1u;
+            return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory merging tensor sets");
+        }
+        into->t[into->n] = from->t[i];
+        into->blocks[into->n] = from->blocks[i];
+        *slot_of(into, from->t[i].name) = ++into->n;
+    }
+    from->n = 0;
+    memset(from->slots, 0, from->n_slots * sizeof *from->slots);
+    return MOEQ_STATUS_OK;
+}
+
 /* Appends a tensor whose name is prefix + sep + param, with `nbytes` zeroed bytes. */
 static moeq_status push(moeq_tensor_set *s, const char *prefix, const char *sep, const char *param,
                         int32_t dtype, int32_t ndim, const int64_t *shape, size_t nbytes,

@@ -18,6 +18,11 @@ moeq_status moeq__tensor_set_push(moeq_tensor_set *set, const char *module, cons
 /* Drops every tensor from index n on (n <= count): undoes pushes after a failure. */
 void moeq__tensor_set_truncate(moeq_tensor_set *set, uint32_t n);
 
+/* Moves every tensor of `from` to the end of `into`, in order, without
+ * copying data; `from` is left empty.  On failure (a name `into` already
+ * holds: INVALID_ARG; NOMEM) nothing moved. */
+moeq_status moeq__tensor_set_absorb(moeq_tensor_set *into, moeq_tensor_set *from, moeq_error *err);
+
 /* Total bytes of tensor data in the set. */
 uint64_t moeq__tensor_set_bytes(const moeq_tensor_set *set);
 

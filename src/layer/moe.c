@@ -11,6 +11,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 static const char *const k_default_proj[3] = {"gate_proj", "up_proj", "down_proj"};
 
@@ -20,20 +23,33 @@ int32_t moeq_moe_scheme(const moeq_moe *layer) {
 
 /* ---- destroy ------------------------------------------------------------------- */
 
-void moeq_moe_destroy(moeq_moe *l) {
-    if (!l) return;
+/* Everything create_weights and finalize made; the layer keeps its config. */
+static void free_params(moeq_moe *l) {
     for (uint32_t i = 0; i < l->n_params; i++) {
         moeq__free(l->params[i].pub.data);
         moeq__free(l->params[i].loaded);
+        moeq__free(l->params[i].borrowed);
     }
     moeq__free(l->params);
+    l->params = NULL;
+    l->n_params = l->cap_params = 0;
     for (moeq__block *b = l->blocks; b;) {
         moeq__block *next = b->next;
         moeq__free(b);
         b = next;
     }
+    l->blocks = NULL;
     moeq__free(l->pk_arena);
+    l->pk_arena = NULL;
     moeq__free(l->projs);
+    l->projs = NULL;
+    l->finalized = l->all_packed = l->int8_dot = l->fp4_dot = false;
+    l->act_kind = l->act_group = 0;
+}
+
+void moeq_moe_destroy(moeq_moe *l) {
+    if (!l) return;
+    free_params(l);
     moeq__free(l->prefix);
     for (int i = 0; i < 3; i++) moeq__free(l->proj[i]);
     moeq__free(l->expert_map);
@@ -224,6 +240,49 @@ moeq_status moeq_moe_config_init(moeq_moe_config *out, const moeq_config *cfg,
     return MOEQ_STATUS_OK;
 }
 
+/* The parameter manifest: the scheme's, plus the biases when asked. */
+static moeq_status add_params(moeq_moe *l, moeq_error *err) {
+    moeq_status st = l->scheme->create_weights(l, err);
+    if (st != MOEQ_STATUS_OK) return st;
+    if (l->cfg.has_bias) {
+        moeq__dims d = moeq__moe_dims(l);
+        const moeq__param_spec bias[2] = {
+            {"w13_bias",
+             l->cfg.params_dtype,
+             2,
+             {d.E, d.S * d.I},
+             "bias",
+             MOEQ_LAYOUT_SHARDED,
+             -1,
+             0,
+             1,
+             MOEQ__FLOAT_DTYPES,
+             NULL},
+            {"w2_bias",
+             l->cfg.params_dtype,
+             2,
+             {d.E, d.H},
+             "bias",
+             MOEQ_LAYOUT_SHARDED,
+             -1,
+             0,
+             1,
+             MOEQ__FLOAT_DTYPES,
+             NULL},
+        };
+        for (int i = 0; i < 2 && st == MOEQ_STATUS_OK; i++) {
+            st = moeq__moe_add_param(l, &bias[i], err);
+        }
+    }
+    return st;
+}
+
+moeq_status moeq__moe_reset(moeq_moe *l, moeq_error *err) {
+    free_params(l);
+    l->borrow = false;
+    return add_params(l, err);
+}
+
 static moeq_status create_layer(const moeq_moe_config *cfg, bool linear, moeq_moe **out,
                                 moeq_error *err) {
     if (out) *out = NULL;
@@ -266,39 +325,8 @@ static moeq_status create_layer(const moeq_moe_config *cfg, bool linear, moeq_mo
     st = build_expert_map(l, cfg, err);
     if (st != MOEQ_STATUS_OK) goto fail;
     l->cfg.expert_map = l->expert_map;
-    st = l->scheme->create_weights(l, err);
+    st = add_params(l, err);
     if (st != MOEQ_STATUS_OK) goto fail;
-    if (cfg->has_bias) {
-        moeq__dims d = moeq__moe_dims(l);
-        const moeq__param_spec bias[2] = {
-            {"w13_bias",
-             l->cfg.params_dtype,
-             2,
-             {d.E, d.S * d.I},
-             "bias",
-             MOEQ_LAYOUT_SHARDED,
-             -1,
-             0,
-             1,
-             MOEQ__FLOAT_DTYPES,
-             NULL},
-            {"w2_bias",
-             l->cfg.params_dtype,
-             2,
-             {d.E, d.H},
-             "bias",
-             MOEQ_LAYOUT_SHARDED,
-             -1,
-             0,
-             1,
-             MOEQ__FLOAT_DTYPES,
-             NULL},
-        };
-        for (int i = 0; i < 2 && st == MOEQ_STATUS_OK; i++) {
-            st = moeq__moe_add_param(l, &bias[i], err);
-        }
-        if (st != MOEQ_STATUS_OK) goto fail;
-    }
     *out = l;
     return MOEQ_STATUS_OK;
 nomem:
@@ -543,6 +571,12 @@ static moeq_status load_generic(moeq_moe *l, moeq__param *p, int32_t e, int32_t 
      * [slot*n, ...) for gate/up. */
     size_t c0 = half ? slot * (cols / S) : 0;
     size_t nc = half ? cols / S : cols;
+    if (p->pub.dtype == t->dtype) { /* the same dtype: a plain transpose */
+        const size_t es = moeq_dtype_size(t->dtype);
+        moeq__transpose_ref(t->data, nc, rows, rows, (uint8_t *)p->pub.data + (base + c0) * es,
+                            cols, es);
+        return MOEQ_STATUS_OK;
+    }
     for (size_t i = 0; i < nc; i++) {
         for (size_t j = 0; j < rows; j++) copy_elem(p, base + j * cols + c0 + i, t, i * rows + j);
     }
@@ -765,7 +799,19 @@ moeq_status moeq__moe_load_part(moeq_moe *l, const moeq_tensor *t, int32_t globa
         st = check_weight_shape(l, shard, t, name, err);
         if (st != MOEQ_STATUS_OK) return st;
     }
-    st = p->load ? p->load(l, p, e, shard, t, err) : load_generic(l, p, e, shard, t, name, err);
+    if (l->borrow && !p->load && p->pub.layout == MOEQ_LAYOUT_SHARDED && p->pub.ndim == 3 &&
+        p->pub.dtype == t->dtype) {
+        /* A 2-D slice as finalize reads it: leave it where it is (moeq__moe_ct_views). */
+        if (!p->borrowed) {
+            p->borrowed = moeq__calloc((size_t)l->cfg.num_local_experts * 2u, sizeof *p->borrowed);
+            if (!p->borrowed)
+                return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory loading %s", name);
+        }
+        p->borrowed[e * 2 + slot] = t->data;
+        st = MOEQ_STATUS_OK;
+    } else {
+        st = p->load ? p->load(l, p, e, shard, t, err) : load_generic(l, p, e, shard, t, name, err);
+    }
     if (st != MOEQ_STATUS_OK) return st;
     p->loaded[e * 2 + slot] = 1;
     if (outcome) *outcome = MOEQ_LOAD_LOADED;
@@ -856,5 +902,11 @@ moeq_status moeq_moe_finalize(moeq_moe *l, moeq_error *err) {
         return st;
     }
     l->finalized = true;
+#if defined(__GLIBC__)
+    /* the parameters and copies finalize freed: back to the system, not kept
+     * in malloc's free lists (glibc raises its mmap threshold after freeing
+     * large blocks, so later ones come from the heap) */
+    malloc_trim(0);
+#endif
     return MOEQ_STATUS_OK;
 }

@@ -119,6 +119,10 @@ bool moeq__moe_takes(const moeq_moe *l, bool w13, const char *suffix, char *take
  * into the blocked layout (kernels.h, moeq__packed) and, when all of them
  * moved, frees the loaded parameters and the copies finalize made. */
 moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err);
+/* Back to the state create left (moe.c): every parameter, loaded tensor,
+ * borrowed slice and finalized projection dropped, the manifest declared
+ * anew, l->borrow cleared. */
+moeq_status moeq__moe_reset(moeq_moe *l, moeq_error *err);
 /* Bytes the fast path reads for expert e (codes and scales of its three
  * projections, biases excluded). */
 size_t moeq__moe_expert_bytes(const moeq_moe *l, int32_t e);

@@ -6,6 +6,7 @@
  */
 #include "layer/moe.h"
 #include "checkpoint/safetensors.h"
+#include "common/pool.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -74,4 +75,84 @@ moeq_status moeq_moe_load_checkpoint(moeq_moe *l, const moeq_checkpoint *ckpt, c
     }
     moeq_free(missing);
     return st;
+}
+
+/* Whether any slice of the layer is left in the checkpoint. */
+static bool borrows(const moeq_moe *l) {
+    for (uint32_t i = 0; i < l->n_params; i++) {
+        if (l->params[i].borrowed) return true;
+    }
+    return false;
+}
+
+/* Gives back the checkpoint pages of every tensor under "<p>.". */
+static void drop_pages(const moeq_checkpoint *ckpt, const char *p) {
+    moeq__sb dotted;
+    moeq__sb_init(&dotted);
+    moeq__sb_puts(&dotted, p);
+    moeq__sb_putc(&dotted, '.');
+    if (dotted.failed) return;
+    uint64_t first = 0;
+    uint64_t n = moeq__checkpoint_prefix_range(ckpt, dotted.data, &first);
+    moeq__sb_free(&dotted);
+    for (uint64_t i = 0; i < n; i++) {
+        const moeq_tensor *t = moeq__checkpoint_tensor_at(ckpt, first + i);
+        moeq__checkpoint_drop(t->data, t->nbytes);
+    }
+}
+
+static moeq_status load_finalize(moeq_moe *l, const moeq_checkpoint *ckpt, const char *prefix,
+                                 moeq_progress_fn progress, void *user_data, moeq_error *err) {
+    moeq_status st =
+        moeq_moe_load_checkpoint(l, ckpt, prefix, progress, user_data, NULL, NULL, err);
+    if (st == MOEQ_STATUS_OK) st = moeq_moe_finalize(l, err);
+    return st;
+}
+
+moeq_status moeq_moe_load_finalize(moeq_moe *l, const moeq_checkpoint *ckpt, const char *prefix,
+                                   int32_t threads, moeq_progress_fn progress, void *user_data,
+                                   moeq_error *err) {
+    if (!l || !ckpt) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s is NULL", !l ? "layer" : "checkpoint");
+    }
+    if (threads < 0 || threads > 1024) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "threads is %d; expected 0..1024",
+                           (int)threads);
+    }
+    if (l->finalized) {
+        return moeq__error(err, MOEQ_STATUS_STATE, "%s: the layer is already finalized",
+                           l->prefix ? l->prefix : "MoE layer");
+    }
+    moeq_status st = MOEQ_STATUS_OK;
+    moeq__pool *pool = NULL;
+    if (threads > 1) {
+        pool = moeq__pool_create(threads, &st);
+        if (!pool) return moeq__error(err, st, "cannot start %d loader threads", (int)threads);
+    }
+    /* A scheme with a custom loader may read its parameters itself: copy. */
+    l->borrow = true;
+    for (uint32_t i = 0; i < l->n_params; i++) {
+        if (l->params[i].load) l->borrow = false;
+    }
+    l->workers = pool;
+    st = load_finalize(l, ckpt, prefix, progress, user_data, err);
+    if (st == MOEQ_STATUS_OK && !l->all_packed && borrows(l)) {
+        /* the unpacked projections read their codes where they lie: copy them in */
+        st = moeq__moe_reset(l, err);
+        if (st == MOEQ_STATUS_OK) st = load_finalize(l, ckpt, prefix, NULL, NULL, err);
+    }
+    l->workers = NULL;
+    l->borrow = false;
+    moeq__pool_destroy(pool);
+    if (st != MOEQ_STATUS_OK) {
+        /* nothing may point into the checkpoint once the call returns */
+        moeq__moe_reset(l, NULL);
+        return st;
+    }
+    for (uint32_t i = 0; i < l->n_params; i++) {
+        moeq__free(l->params[i].borrowed);
+        l->params[i].borrowed = NULL;
+    }
+    drop_pages(ckpt, prefix && prefix[0] ? prefix : l->prefix);
+    return MOEQ_STATUS_OK;
 }

@@ -8,6 +8,7 @@
 #include "layer/moe.h"
 
 #include "checkpoint/dequant.h"
+#include "common/pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +65,14 @@ moeq_status moeq__moe_ct_views(moeq_moe *l, int32_t e, int32_t shard, moeq__ct_v
             t->data = base + (half ? (size_t)slot * (n / S) : 0) * es;
             t->ndim = 1;
             t->shape[0] = (int64_t)(half ? n / S : n);
+        } else if (p->borrowed && p->borrowed[e * 2 + slot]) {
+            /* left in the checkpoint, as compressed-tensors wrote it */
+            size_t rows = (size_t)p->pub.shape[1], cols = (size_t)p->pub.shape[2];
+            bool tr = p->pub.is_transposed;
+            t->data = p->borrowed[e * 2 + slot];
+            t->ndim = 2;
+            t->shape[0] = (int64_t)(tr ? (half ? cols / S : cols) : (half ? rows / S : rows));
+            t->shape[1] = (int64_t)(tr ? rows : cols);
         } else if (!p->pub.is_transposed) {
             size_t rows = (size_t)p->pub.shape[1], cols = (size_t)p->pub.shape[2];
             size_t nr = half ? rows / S : rows;
@@ -78,11 +87,7 @@ moeq_status moeq__moe_ct_views(moeq_moe *l, int32_t e, int32_t shard, moeq__ct_v
             uint8_t *copy = moeq__moe_alloc(l, nc * rows * es);
             if (!copy)
                 return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing %s", p->name);
-            for (size_t i2 = 0; i2 < nc; i2++) {
-                for (size_t j = 0; j < rows; j++) {
-                    memcpy(copy + (i2 * rows + j) * es, base + (j * cols + c0 + i2) * es, es);
-                }
-            }
+            moeq__transpose_ref(base + c0 * es, rows, nc, cols, copy, rows, es);
             t->data = copy;
             t->ndim = 2;
             t->shape[0] = (int64_t)nc;
@@ -226,54 +231,102 @@ static void *keep(moeq_moe *l, const void *src, size_t bytes) {
     return dst;
 }
 
+/* One expert projection's qweight, bias and owned copies. */
+static moeq_status finalize_proj(moeq_moe *l, int32_t e, int32_t shard, moeq_error *err) {
+    moeq__ct_views v;
+    moeq_status st = moeq__moe_ct_views(l, e, shard, &v, err);
+    if (st != MOEQ_STATUS_OK) return st;
+    char mod[256];
+    moeq__moe_module_name(l, e, shard, mod, sizeof mod);
+    moeq__ct_weight cw;
+    st = moeq__ct_weight_build(l->has_weights ? &l->weights : NULL, l->cfg.format,
+                               l->cfg.dequant_flags, mod, v.t, v.n, &cw, err);
+    if (st != MOEQ_STATUS_OK) return st;
+    moeq__proj *pj = &l->projs[e * 3 + shard];
+    pj->w = cw.qw;
+    size_t cells = cw.qw.grid.rows * cw.qw.grid.cols;
+    pj->w.scale = keep(l, cw.scale, cells * sizeof(float));
+    pj->w.zero_point = keep(l, cw.zp, cells * sizeof(float));
+    pj->w.g_idx = keep(l, cw.g_idx, cw.qw.cols * sizeof(int32_t));
+    bool lost =
+        (cw.scale && !pj->w.scale) || (cw.zp && !pj->w.zero_point) || (cw.g_idx && !pj->w.g_idx);
+    moeq__ct_weight_free(&cw);
+    if (lost) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing %s", mod);
+    if (pj->w.rows !=
+            (size_t)(shard == MOEQ__DOWN ? l->cfg.hidden_size : l->cfg.intermediate_size) ||
+        pj->w.cols !=
+            (size_t)(shard == MOEQ__DOWN ? l->cfg.intermediate_size : l->cfg.hidden_size)) {
+        return moeq__error(err, MOEQ_STATUS_INTERNAL, "%s: built [%zu, %zu]", mod, pj->w.rows,
+                           pj->w.cols);
+    }
+    for (uint32_t i = 0; i < v.n; i++) {
+        if (strcmp(v.names[i], "bias") != 0) continue;
+        float *b = moeq__moe_alloc(l, pj->w.rows * sizeof(float));
+        if (!b) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing %s", mod);
+        moeq__to_f32_ref(v.t[i].dtype, v.t[i].data, pj->w.rows, b);
+        for (size_t r = 0; r < pj->w.rows; r++) {
+            if (!isfinite(b[r])) {
+                return moeq__error(err, MOEQ_STATUS_CHECKPOINT, "%s.bias[%zu] is not finite", mod,
+                                   r);
+            }
+        }
+        pj->bias = b;
+    }
+    return MOEQ_STATUS_OK;
+}
+
+/* The experts, split over the layer's workers in contiguous ranges; the
+ * error reported is the first expert's that failed, as one thread would. */
+typedef struct {
+    int32_t fail_e;
+    moeq_status st;
+    moeq_error err;
+} finalize_out;
+
+typedef struct {
+    moeq_moe *l;
+    finalize_out *out; /* [threads] */
+} finalize_job;
+
+static void finalize_range(void *arg, int tid, int nthreads) {
+    finalize_job *j = arg;
+    moeq_moe *l = j->l;
+    finalize_out *o = &j->out[tid];
+    const int32_t E = l->cfg.num_local_experts;
+    const int32_t e0 = (int32_t)((int64_t)E * tid / nthreads);
+    const int32_t e1 = (int32_t)((int64_t)E * (tid + 1) / nthreads);
+    o->st = MOEQ_STATUS_OK;
+    for (int32_t e = e0; e < e1 && o->st == MOEQ_STATUS_OK; e++) {
+        for (int32_t shard = 0; shard < 3 && o->st == MOEQ_STATUS_OK; shard++) {
+            if (!moeq__moe_has_proj(l, shard)) continue;
+            o->st = finalize_proj(l, e, shard, &o->err);
+            o->fail_e = e;
+        }
+    }
+}
+
 moeq_status moeq__moe_finalize_ct(moeq_moe *l, moeq_error *err) {
     moeq_status st = moeq__moe_act_kind(l, &l->act_kind, &l->act_group, err);
     if (st != MOEQ_STATUS_OK) return st;
-    for (int32_t e = 0; e < l->cfg.num_local_experts; e++) {
-        for (int32_t shard = 0; shard < 3; shard++) {
-            if (!moeq__moe_has_proj(l, shard)) continue;
-            moeq__ct_views v;
-            st = moeq__moe_ct_views(l, e, shard, &v, err);
-            if (st != MOEQ_STATUS_OK) return st;
-            char mod[256];
-            moeq__moe_module_name(l, e, shard, mod, sizeof mod);
-            moeq__ct_weight cw;
-            st = moeq__ct_weight_build(l->has_weights ? &l->weights : NULL, l->cfg.format,
-                                       l->cfg.dequant_flags, mod, v.t, v.n, &cw, err);
-            if (st != MOEQ_STATUS_OK) return st;
-            moeq__proj *pj = &l->projs[e * 3 + shard];
-            pj->w = cw.qw;
-            size_t cells = cw.qw.grid.rows * cw.qw.grid.cols;
-            pj->w.scale = keep(l, cw.scale, cells * sizeof(float));
-            pj->w.zero_point = keep(l, cw.zp, cells * sizeof(float));
-            pj->w.g_idx = keep(l, cw.g_idx, cw.qw.cols * sizeof(int32_t));
-            bool lost = (cw.scale && !pj->w.scale) || (cw.zp && !pj->w.zero_point) ||
-                        (cw.g_idx && !pj->w.g_idx);
-            moeq__ct_weight_free(&cw);
-            if (lost)
-                return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing %s", mod);
-            if (pj->w.rows !=
-                    (size_t)(shard == MOEQ__DOWN ? l->cfg.hidden_size : l->cfg.intermediate_size) ||
-                pj->w.cols !=
-                    (size_t)(shard == MOEQ__DOWN ? l->cfg.intermediate_size : l->cfg.hidden_size)) {
-                return moeq__error(err, MOEQ_STATUS_INTERNAL, "%s: built [%zu, %zu]", mod,
-                                   pj->w.rows, pj->w.cols);
-            }
-            for (uint32_t i = 0; i < v.n; i++) {
-                if (strcmp(v.names[i], "bias") != 0) continue;
-                float *b = moeq__moe_alloc(l, pj->w.rows * sizeof(float));
-                if (!b)
-                    return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing %s", mod);
-                moeq__to_f32_ref(v.t[i].dtype, v.t[i].data, pj->w.rows, b);
-                for (size_t r = 0; r < pj->w.rows; r++) {
-                    if (!isfinite(b[r])) {
-                        return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
-                                           "%s.bias[%zu] is not finite", mod, r);
-                    }
-                }
-                pj->bias = b;
-            }
+    const int n = l->workers ? moeq__pool_threads(l->workers) : 1;
+    finalize_job j = {l, moeq__calloc((size_t)n, sizeof(finalize_out))};
+    if (!j.out) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory finalizing");
+    if (n > 1) {
+        moeq__pool_run(l->workers, finalize_range, &j);
+    } else {
+        finalize_range(&j, 0, 1);
+    }
+    int worst = -1;
+    for (int t = 0; t < n; t++) {
+        if (j.out[t].st != MOEQ_STATUS_OK && (worst < 0 || j.out[t].fail_e < j.out[worst].fail_e)) {
+            worst = t;
         }
     }
+    if (worst >= 0) {
+        st = j.out[worst].st;
+        if (err) *err = j.out[worst].err;
+    }
+    moeq__free(j.out);
+    if (st != MOEQ_STATUS_OK) return st;
     return activation_scales(l, err);
 }

@@ -44,8 +44,11 @@ void *moeq__moe_alloc(moeq_moe *l, size_t n) {
     if (!moeq__add_size(sizeof(moeq__block), n, &total)) return NULL;
     moeq__block *b = moeq__calloc(1, total);
     if (!b) return NULL;
-    b->next = l->blocks;
-    l->blocks = b;
+    /* finalize's workers allocate at once: push onto the list atomically */
+    b->next = __atomic_load_n(&l->blocks, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&l->blocks, &b->next, b, true, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED)) {
+    }
     return b->data;
 }
 

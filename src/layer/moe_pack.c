@@ -23,6 +23,8 @@
  */
 #include "layer/moe.h"
 
+#include "common/pool.h"
+
 #include <string.h>
 
 /* Frees a block moeq__moe_alloc returned; false when p is not one. */
@@ -52,67 +54,122 @@ static float global_scale_hint(moeq_moe *l, int32_t e, int32_t shard) {
     return g;
 }
 
+/* Plans (arena NULL) or fills the projections [n * tid / nt, n * (tid + 1) / nt)
+ * on one of the layer's workers. */
+typedef struct {
+    moeq_moe *l;
+    bool *packed; /* [E * 3] */
+    size_t *at;   /* [E * 3]: offset in the arena */
+    uint8_t *arena;
+    size_t maxk;
+    bool nomem; /* a worker had no row buffer */
+} pack_job;
+
+static void pack_range(void *arg, int tid, int nt) {
+    pack_job *j = arg;
+    moeq_moe *l = j->l;
+    const size_t n = (size_t)l->cfg.num_local_experts * 3u;
+    const size_t i0 = n * (size_t)tid / (size_t)nt, i1 = n * (size_t)(tid + 1) / (size_t)nt;
+    if (!j->arena) {
+        for (size_t i = i0; i < i1; i++) {
+            moeq__proj *pj = &l->projs[i];
+            int32_t e = (int32_t)(i / 3), shard = (int32_t)(i % 3);
+            if (!moeq__moe_has_proj(l, shard)) continue; /* nothing to pack, not unpacked */
+            moeq__packed pk;
+            if (!moeq__pk_plan(&pj->w, global_scale_hint(l, e, shard), &pk)) continue;
+            pj->pk = pk;
+            j->packed[i] = true;
+        }
+        return;
+    }
+    uint8_t *row_buf = moeq__malloc(j->maxk);
+    if (!row_buf) {
+        __atomic_store_n(&j->nomem, true, __ATOMIC_RELAXED);
+        return;
+    }
+    for (size_t i = i0; i < i1; i++) {
+        if (!j->packed[i]) continue;
+        moeq__proj *pj = &l->projs[i];
+        moeq__packed *pk = &pj->pk;
+        const size_t cb = pk->blocks * pk->blk_code_bytes, sb = pk->blocks * pk->blk_scale_bytes;
+        uint8_t *codes = j->arena + j->at[i];
+        moeq__pk_fill(&pj->w, pk, codes, codes + cb, row_buf);
+        memset(codes + cb + sb, 0, 64);
+        pk->codes = codes;
+        pk->scales = codes + cb;
+        pk->bf16_scaled = moeq__pk_bf16_scaled(pk);
+    }
+    moeq__free(row_buf);
+}
+
+static void pack_run(moeq_moe *l, pack_job *j) {
+    if (l->workers && moeq__pool_threads(l->workers) > 1) {
+        moeq__pool_run(l->workers, pack_range, j);
+    } else {
+        pack_range(j, 0, 1);
+    }
+}
+
 moeq_status moeq__moe_pack(moeq_moe *l, moeq_error *err) {
     int32_t E = l->cfg.num_local_experts;
     size_t n = (size_t)E * 3u;
-    size_t maxk =
-        (size_t)(l->cfg.hidden_size > l->cfg.intermediate_size ? l->cfg.hidden_size
-                                                               : l->cfg.intermediate_size);
-    uint8_t *row_buf = moeq__malloc(maxk);
-    bool *packed = moeq__calloc(n, sizeof *packed);
-    if (!row_buf || !packed) {
-        moeq__free(row_buf);
-        moeq__free(packed);
+    pack_job j = {l,
+                  moeq__calloc(n, sizeof(bool)),
+                  moeq__calloc(n, sizeof(size_t)),
+                  NULL,
+                  (size_t)(l->cfg.hidden_size > l->cfg.intermediate_size
+                               ? l->cfg.hidden_size
+                               : l->cfg.intermediate_size),
+                  false};
+    bool *packed = j.packed;
+    if (!j.packed || !j.at) {
+        moeq__free(j.packed);
+        moeq__free(j.at);
         return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory packing weights");
     }
     /* Plan every projection, then lay the packed ones out in one arena, each
      * on a 64-byte boundary with 64 zero bytes after it (as a block of its own
      * had): huge pages where the system allows (moeq__malloc_huge). */
+    pack_run(l, &j);
     bool all = true;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        moeq__proj *pj = &l->projs[i];
-        int32_t e = (int32_t)(i / 3), shard = (int32_t)(i % 3);
-        if (!moeq__moe_has_proj(l, shard)) continue; /* nothing to pack, not unpacked */
-        moeq__packed pk;
-        if (!moeq__pk_plan(&pj->w, global_scale_hint(l, e, shard), &pk)) {
+        if (!moeq__moe_has_proj(l, (int32_t)(i % 3))) continue;
+        if (!packed[i]) {
             all = false;
             continue;
         }
-        pj->pk = pk;
-        packed[i] = true;
-        const size_t bytes = pk.blocks * (pk.blk_code_bytes + pk.blk_scale_bytes);
+        const moeq__packed *pk = &l->projs[i].pk;
+        const size_t bytes = pk->blocks * (pk->blk_code_bytes + pk->blk_scale_bytes);
+        j.at[i] = total;
         if (!moeq__add_size(total, (bytes + 64 + 63) / 64 * 64, &total)) {
-            moeq__free(row_buf);
-            moeq__free(packed);
+            moeq__free(j.packed);
+            moeq__free(j.at);
             return moeq__error(err, MOEQ_STATUS_NOMEM,
                                "packing weights: the packed projections' sizes overflow size_t");
         }
     }
     uint8_t *arena = total ? moeq__malloc_huge(total) : NULL;
     if (total && !arena) {
-        moeq__free(row_buf);
-        moeq__free(packed);
+        moeq__free(j.packed);
+        moeq__free(j.at);
         return moeq__error(err, MOEQ_STATUS_NOMEM,
                            "out of memory packing weights (%zu bytes in one arena)", total);
     }
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!packed[i]) continue;
-        moeq__proj *pj = &l->projs[i];
-        moeq__packed *pk = &pj->pk;
-        const size_t cb = pk->blocks * pk->blk_code_bytes, sb = pk->blocks * pk->blk_scale_bytes;
-        uint8_t *codes = arena + at;
-        moeq__pk_fill(&pj->w, pk, codes, codes + cb, row_buf);
-        memset(codes + cb + sb, 0, 64);
-        pk->codes = codes;
-        pk->scales = codes + cb;
-        pk->bf16_scaled = moeq__pk_bf16_scaled(pk);
-        at += (cb + sb + 64 + 63) / 64 * 64;
+    if (arena) {
+        j.arena = arena;
+        pack_run(l, &j);
+    }
+    moeq__free(j.at);
+    if (j.nomem) {
+        /* the projections' pk point into the arena: forget them with it */
+        for (size_t i = 0; i < n; i++) memset(&l->projs[i].pk, 0, sizeof l->projs[i].pk);
+        moeq__free(arena);
+        moeq__free(j.packed);
+        return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory packing weights");
     }
     moeq__free(l->pk_arena);
     l->pk_arena = arena;
-    moeq__free(row_buf);
     /* Switch the packed projections over; free what nobody reads any more. */
     for (size_t i = 0; i < n; i++) {
         if (!packed[i]) continue;

@@ -41,6 +41,10 @@ typedef struct moeq__param {
     uint32_t ckpt_dtypes; /* bit i set: checkpoint dtype i accepted (floats convert) */
     uint8_t *loaded;      /* [E_local * 2]: expert e, shard s loaded (s: 0 gate/down, 1 up) */
     moeq__load_fn load;   /* NULL: the generic loader */
+    const uint8_t **borrowed; /* [E_local * 2] or NULL: a slice left in the caller's checkpoint
+                                 (moeq_moe_load_finalize), in checkpoint orientation and the
+                                 parameter's dtype; moeq__moe_ct_views reads it in place, and
+                                 pub.data holds nothing for it */
 } moeq__param;
 
 /* The activation quantization a projection applies to its input rows. */
@@ -100,6 +104,10 @@ struct moeq_moe {
                           groups of 16) throughout: likewise, with fdot */
     moeq__block *blocks;
     uint8_t *pk_arena; /* the packed projections' codes and scales (moe_pack.c) */
+
+    /* While loading and finalizing (moeq_moe_load_finalize). */
+    bool borrow;                /* moeq_moe_load leaves 2-D slices in the checkpoint */
+    struct moeq__pool *workers; /* finalize's threads; NULL: the caller alone */
 };
 
 /* ---- for schemes: building the manifest (moe_manifest.c) ------------------- */
@@ -150,7 +158,8 @@ moeq__param *moeq__moe_param(moeq_moe *l, const char *name);
 
 /* ---- for schemes: finalize (moe_finalize.c; moeq__moe_alloc: moe_manifest.c) */
 
-/* Allocates memory owned by the layer (zeroed), freed with it. */
+/* Allocates memory owned by the layer (zeroed), freed with it.  Thread-safe
+ * against itself (finalize's workers). */
 void *moeq__moe_alloc(moeq_moe *l, size_t n);
 
 /* The checkpoint-form tensors of one expert projection, rebuilt from the
@@ -169,7 +178,12 @@ moeq_status moeq__moe_ct_views(moeq_moe *l, int32_t e, int32_t shard, moeq__ct_v
 /* The usual finalize: for every expert projection, rebuild the CT tensors and
  * build its qweight with the same validation moeq_dequantize applies; then
  * set the activation quantization from the input args.  Schemes whose
- * parameters are in checkpoint form use it directly as their finalize slot. */
+ * parameters are in checkpoint form use it directly as their finalize slot.
+ * Experts are spread over l->workers when set (moeq__moe_alloc is safe to
+ * call from them).
+ * A scheme whose finalize reads the 2-D parameters' data other than through
+ * moeq__moe_ct_views must give them a custom loader (moeq__param.load): a
+ * layer with one never borrows checkpoint slices. */
 moeq_status moeq__moe_finalize_ct(moeq_moe *l, moeq_error *err);
 
 /* The activation quantization implied by input args (NULL: none). */

@@ -19,6 +19,7 @@
 #include "kernels.h"
 #include "common/pyjson.h"
 #include "checkpoint/tensor_set.h"
+#include "common/pool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -938,12 +939,103 @@ static moeq_status write_text(const char *dir, const char *file, const char *tex
     return st;
 }
 
+/* A shard's blocks, written on every CPU: each block into a tensor set of
+ * its own (the generator is seeded per tensor name, so the bytes do not
+ * depend on who writes them), then the sets joined in walk order. */
+typedef struct shard_job {
+    const moeq__synth *s;
+    const moeq_config *cfg;
+    block *blocks;          /* [n] */
+    moeq_tensor_set **sets; /* [n] */
+    moeq_error *errs;       /* [n] */
+    moeq_status *st;        /* [n] */
+    uint32_t n, cap;
+    uint32_t next; /* the next block to take (atomic) */
+    int failed;    /* a block failed: stop taking (atomic) */
+} shard_job;
+
+static moeq_status collect_block(void *vctx, const block *b) {
+    shard_job *j = vctx;
+    if (j->n == j->cap) {
+        const uint32_t cap = j->cap ? j->cap * 2u : 64u;
+        block *nb = moeq__realloc(j->blocks, cap * sizeof *nb);
+        if (!nb) return MOEQ_STATUS_NOMEM;
+        j->blocks = nb;
+        j->cap = cap;
+    }
+    j->blocks[j->n++] = *b;
+    return MOEQ_STATUS_OK;
+}
+
+static void write_blocks(void *arg, int tid, int nthreads) {
+    (void)tid;
+    (void)nthreads;
+    shard_job *j = arg;
+    for (;;) {
+        if (__atomic_load_n(&j->failed, __ATOMIC_RELAXED)) return;
+        const uint32_t i = __atomic_fetch_add(&j->next, 1u, __ATOMIC_RELAXED);
+        if (i >= j->n) return;
+        write_ctx c = {j->s, j->cfg, NULL, &j->errs[i]};
+        j->st[i] = moeq_tensor_set_create(&c.set, c.err);
+        if (j->st[i] == MOEQ_STATUS_OK) j->st[i] = write_block(&c, &j->blocks[i]);
+        j->sets[i] = c.set;
+        if (j->st[i] != MOEQ_STATUS_OK) __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+    }
+}
+
+static moeq_status write_shard_set(const moeq__synth *s, const moeq_config *cfg, int32_t k,
+                                   int32_t n, moeq__pool *pool, moeq_tensor_set *set,
+                                   moeq_error *err) {
+    shard_job j;
+    memset(&j, 0, sizeof j);
+    j.s = s;
+    j.cfg = cfg;
+    moeq_status st = walk_shard(s, k, n, collect_block, &j);
+    if (st == MOEQ_STATUS_OK && j.n) {
+        j.sets = moeq__calloc(j.n, sizeof *j.sets);
+        j.errs = moeq__calloc(j.n, sizeof *j.errs);
+        j.st = moeq__calloc(j.n, sizeof *j.st);
+        if (!j.sets || !j.errs || !j.st) st = MOEQ_STATUS_NOMEM;
+    }
+    if (st == MOEQ_STATUS_NOMEM) st = nomem(err, "the shard's blocks");
+    if (st == MOEQ_STATUS_OK && j.n) {
+        if (pool) {
+            moeq__pool_run(pool, write_blocks, &j);
+        } else {
+            write_blocks(&j, 0, 1);
+        }
+        /* in walk order: the first failure is the one a single thread meets */
+        for (uint32_t i = 0; i < j.n && st == MOEQ_STATUS_OK; i++) {
+            if (j.st[i] != MOEQ_STATUS_OK) {
+                st = j.st[i];
+                if (err) *err = j.errs[i];
+            } else if (!j.sets[i]) {
+                break; /* not reached: an earlier block failed */
+            } else {
+                st = moeq__tensor_set_absorb(set, j.sets[i], err);
+            }
+        }
+    }
+    for (uint32_t i = 0; i < j.n && j.sets; i++) moeq_tensor_set_destroy(j.sets[i]);
+    moeq__free(j.sets);
+    moeq__free(j.errs);
+    moeq__free(j.st);
+    moeq__free(j.blocks);
+    return st;
+}
+
 /* Writes the shards, recording each tensor's file in weight_map. */
 static moeq_status write_shards(const moeq__synth *s, const moeq_config *cfg, const char *dir,
                                 moeq__pj *doc, moeq__pjv *weight_map, uint64_t *total,
                                 moeq_error *err) {
     const int32_t n = s->L.shards;
     moeq_status st = MOEQ_STATUS_OK;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    moeq__pool *pool = NULL;
+    if (cpus > 1) {
+        pool = moeq__pool_create(cpus > 256 ? 256 : (int)cpus, &st);
+        if (!pool) return moeq__error(err, st, "cannot start %ld writer threads", cpus);
+    }
     for (int32_t k = 0; k < n && st == MOEQ_STATUS_OK; k++) {
         char file[64];
         if (n == 1) {
@@ -951,23 +1043,24 @@ static moeq_status write_shards(const moeq__synth *s, const moeq_config *cfg, co
         } else {
             snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", (int)k + 1, (int)n);
         }
-        write_ctx c = {s, cfg, NULL, err};
-        st = moeq_tensor_set_create(&c.set, err);
-        if (st == MOEQ_STATUS_OK) st = walk_shard(s, k, n, write_block, &c);
+        moeq_tensor_set *set = NULL;
+        st = moeq_tensor_set_create(&set, err);
+        if (st == MOEQ_STATUS_OK) st = write_shard_set(s, cfg, k, n, pool, set, err);
         char *path = NULL;
         if (st == MOEQ_STATUS_OK) st = path_join(dir, file, &path, err);
         if (st == MOEQ_STATUS_OK) {
-            st = moeq_safetensors_write(path, moeq_tensor_set_get(c.set, 0),
-                                        moeq_tensor_set_count(c.set), SHARD_META, err);
+            st = moeq_safetensors_write(path, moeq_tensor_set_get(set, 0),
+                                        moeq_tensor_set_count(set), SHARD_META, err);
         }
-        for (uint32_t i = 0; st == MOEQ_STATUS_OK && i < moeq_tensor_set_count(c.set); i++) {
-            moeq__pj_set(doc, weight_map, moeq_tensor_set_get(c.set, i)->name,
+        for (uint32_t i = 0; st == MOEQ_STATUS_OK && i < moeq_tensor_set_count(set); i++) {
+            moeq__pj_set(doc, weight_map, moeq_tensor_set_get(set, i)->name,
                          moeq__pj_string(doc, file));
         }
-        *total += moeq__tensor_set_bytes(c.set);
+        *total += moeq__tensor_set_bytes(set);
         moeq__free(path);
-        moeq_tensor_set_destroy(c.set);
+        moeq_tensor_set_destroy(set);
     }
+    moeq__pool_destroy(pool);
     return st;
 }
 

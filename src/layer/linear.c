@@ -253,7 +253,9 @@ static void linear_view(const lin_param *lp, moeq_param *out) {
     out->name = lp->name;
     if (p.ndim > 1) {
         out->ndim = p.ndim - 1;
-        for (int32_t d = 0; d < 4; d++) out->shape[d] = d + 1 < p.ndim ? p.shape[d + 1] : 0;
+        /* drop the expert dimension: shape[0..2] <- shape[1..3] */
+        for (int32_t d = 0; d < 3; d++) out->shape[d] = d + 1 < p.ndim ? p.shape[d + 1] : 0;
+        out->shape[3] = 0;
     } else { /* [1]: one value (per-tensor scales) */
         out->ndim = 1;
         out->shape[0] = 1;

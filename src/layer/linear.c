@@ -60,20 +60,7 @@ int32_t moeq_linear_scheme(const moeq_linear *l) {
 moeq_status moeq_linear_config_init(moeq_linear_config *out, const moeq_config *cfg,
                                     const moeq_resolution *res, const moeq_selection *sel,
                                     moeq_error *err) {
-    if (!out || !cfg || !res || !sel) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "moeq_linear_config_init: %s is NULL",
-                           !out   ? "out"
-                           : !cfg ? "cfg"
-                           : !res ? "res"
-                                  : "sel");
-    }
-    memset(out, 0, sizeof *out);
-    out->scheme = sel->scheme;
-    out->weights = res->weights;
-    out->input_activations = res->input_activations;
-    out->format = res->format;
-    out->dequant_flags = moeq_config_dequant_flags(cfg);
-    return MOEQ_STATUS_OK;
+    return moeq__layer_config_init("moeq_linear_config_init", out, sizeof *out, cfg, res, sel, err);
 }
 
 static moeq_status check_config(const moeq_linear_config *c, moeq_error *err) {

@@ -56,6 +56,14 @@ struct moeq_ctx {
  * Applied with ids and weights NULL and top_k 1: token t is row t of the
  * projection's input, and out row t its output (+ bias). */
 moeq_status moeq__moe_create_linear(const moeq_moe_config *cfg, moeq_moe **out, moeq_error *err);
+/* moeq_moe_config_init and moeq_linear_config_init (both configs begin
+ * with the same five fields, asserted in moe.c): checks the arguments
+ * (messages name `fn`), zeroes the `size` bytes of out, then sets scheme,
+ * weights, input_activations, format and dequant_flags from the selection,
+ * the resolution and cfg. */
+moeq_status moeq__layer_config_init(const char *fn, void *out, size_t size, const moeq_config *cfg,
+                                    const moeq_resolution *res, const moeq_selection *sel,
+                                    moeq_error *err);
 /* A linear layer's shards (linear.c), for benchmarks and tests that fill
  * their parameters directly: the count, and shard j's layer. */
 int32_t moeq__linear_shards(const moeq_linear *l);

@@ -135,14 +135,6 @@ static moeq_linear *build_linear(const scheme_def *s, const shape *sh, moeq_conf
     return l;
 }
 
-static size_t weight_bytes(moeq_linear *l) {
-    size_t b = 0;
-    for (int32_t j = 0; j < moeq__linear_shards(l); j++) {
-        b += moeq__moe_expert_bytes(moeq__linear_shard(l, j), 0);
-    }
-    return b;
-}
-
 static bool int_opt(const char *opt, const char *arg, int lo, int hi, int *out) {
     char *end;
     long v = arg ? strtol(arg, &end, 10) : 0;
@@ -214,7 +206,7 @@ int main(int argc, char **argv) {
             moeq_config *cfg[MAX_LAYERS] = {NULL};
             moeq_linear *lay[MAX_LAYERS] = {NULL};
             lay[0] = build_linear(s, sh, &cfg[0]);
-            const size_t bytes = weight_bytes(lay[0]);
+            const size_t bytes = (size_t)moeq__linear_bytes(lay[0]);
             int copies = (int)((64u << 20) / bytes) + 1;
             if (copies > MAX_LAYERS) copies = MAX_LAYERS;
             if (quick) copies = 1;

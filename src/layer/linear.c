@@ -218,6 +218,12 @@ fail:
     return st;
 }
 
+uint64_t moeq__linear_bytes(moeq_linear *l) {
+    uint64_t b = 0;
+    for (int32_t j = 0; j < l->n; j++) b += moeq__moe_expert_bytes(l->sh[j], 0);
+    return b;
+}
+
 int32_t moeq__linear_shards(const moeq_linear *l) {
     return l->n;
 }

@@ -68,6 +68,9 @@ moeq_status moeq__layer_config_init(const char *fn, void *out, size_t size, cons
  * their parameters directly: the count, and shard j's layer. */
 int32_t moeq__linear_shards(const moeq_linear *l);
 moeq_moe *moeq__linear_shard(moeq_linear *l, int32_t j);
+/* Bytes the fast path reads for a finalized linear layer (codes and scales
+ * of every shard, biases excluded): moeq__moe_expert_bytes summed. */
+uint64_t moeq__linear_bytes(moeq_linear *l);
 /* moeq_moe_load after the name is parsed: tensor t (named t->name in
  * messages) is checkpoint parameter `suffix` of global expert `global`'s
  * projection `shard`. */

@@ -168,10 +168,8 @@ moeq_status moeq_model_find_layers(const moeq_config *cfg, const moeq_checkpoint
         moeq_model_layer_info *L = &v[k];
         const char *const *use = styles[k] == 2 ? k_mixtral : k_hf;
         for (int i = 0; i < 3; i++) L->proj[i] = use[i];
-        char dotted[sizeof L->prefix + 1];
-        snprintf(dotted, sizeof dotted, "%s.", L->prefix);
         uint64_t first = 0;
-        L->tensors = moeq__checkpoint_prefix_range(ckpt, dotted, &first);
+        L->tensors = moeq__checkpoint_module_range(ckpt, L->prefix, &first);
         for (uint64_t i = 0; i < L->tensors; i++) {
             L->bytes += moeq__checkpoint_tensor_at(ckpt, first + i)->nbytes;
         }
@@ -538,16 +536,15 @@ static int item_cmp(const void *x, const void *y) {
 static moeq_status module_shape(const moeq_config *cfg, const moeq_checkpoint *ck,
                                 const moeq_resolution *res, const char *module, int64_t shape[2],
                                 moeq_error *err) {
-    char dotted[512];
-    snprintf(dotted, sizeof dotted, "%s.", module);
     uint64_t first = 0;
-    const uint64_t n = moeq__checkpoint_prefix_range(ck, dotted, &first);
+    const uint64_t n = moeq__checkpoint_module_range(ck, module, &first);
+    const size_t len = strlen(module) + 1;
     moeq_tensor *t = moeq__malloc((n ? n : 1) * sizeof *t);
     if (!t) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory");
     uint32_t k = 0;
     for (uint64_t i = 0; i < n && k < UINT32_MAX; i++) {
         const moeq_tensor *x = moeq__checkpoint_tensor_at(ck, first + i);
-        if (!strchr(x->name + strlen(dotted), '.')) t[k++] = *x; /* not a child's */
+        if (!strchr(x->name + len, '.')) t[k++] = *x; /* not a child's */
     }
     moeq_status st = moeq_dequantize(res->weights, res->format, moeq_config_dequant_flags(cfg),
                                      module, t, k, MOEQ_DTYPE_F32, NULL, 0, shape, err);
@@ -562,10 +559,11 @@ static moeq_status module_shape(const moeq_config *cfg, const moeq_checkpoint *c
 }
 
 /* Creates, loads and finalizes linear layer L into *out: its features (each
- * shard's) from the weight tensors, then moeq_linear_*. */
+ * shard's) from the weight tensors, then moeq_linear_create and
+ * moeq__linear_load_finalize (in place, on the loader threads). */
 static moeq_status load_linear(const moeq_config *cfg, const moeq_checkpoint *ck, const lin_info *L,
                                const moeq_select_options *select, int32_t params_dtype,
-                               moeq_linear **out, moeq_error *err) {
+                               int32_t threads, moeq_linear **out, moeq_error *err) {
     moeq_selection sel;
     moeq_linear_config lc;
     moeq_status st = moeq_select(&L->res, L->name, select, &sel, err);
@@ -607,8 +605,7 @@ static moeq_status load_linear(const moeq_config *cfg, const moeq_checkpoint *ck
     lc.shard_names = L->shard_names;
     lc.shard_out_features = shard_out;
     st = moeq_linear_create(&lc, out, err);
-    if (st == MOEQ_STATUS_OK) st = moeq_linear_load_checkpoint(*out, ck, NULL, err);
-    if (st == MOEQ_STATUS_OK) st = moeq_linear_finalize(*out, err);
+    if (st == MOEQ_STATUS_OK) st = moeq__linear_load_finalize(*out, ck, threads, err);
     return st;
 }
 
@@ -647,7 +644,7 @@ static moeq_status load_layers(moeq_model *m, const moeq_checkpoint *ck, const t
                 st = moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory");
                 break;
             }
-            st = load_linear(m->cfg, ck, L, o->select, mm.params_dtype, &m->lin[i], err);
+            st = load_linear(m->cfg, ck, L, o->select, mm.params_dtype, threads, &m->lin[i], err);
             if (st != MOEQ_STATUS_OK) {
                 st = moeq__error_prefix(err, st, "linear layer %u of %u (%s)", i + 1, w->n_lin,
                                         L->name);

@@ -7,10 +7,14 @@
  * weights from DRAM (the copies together exceed 64 MiB, well past the L3).
  * Measured in the same run, for the ratios (bench_common.h's loops):
  *   - read bandwidth: AVX2 loads folded by XOR over 512 MiB at the thread count;
- *   - the FP32 FMA peak: 12 independent ymm FMA chains per thread.
+ *   - the FP32 FMA peak: 12 independent ymm FMA chains per thread;
+ *   - OpenBLAS: cblas_sgemm on the same shape and tokens with the weight
+ *     pre-dequantized to fp32 (cold as the layers are: copies cycled past
+ *     64 MiB), on the case's thread count, as moe_bench's baseline.
  * Per case: median time, GB/s of weight bytes read (codes and scales as stored
  * after finalize), GFLOP/s (2 T in out), and the ratios of the time to the
- * memory floor (bytes / bandwidth) and to the compute floor (flops / peak):
+ * memory floor (bytes / bandwidth), to the compute floor (flops / peak) and
+ * to OpenBLAS's time (openblas_ratio < 1: faster than the fp32 sgemm):
  * at T = 1 a layer is a weight stream, and its time against the memory floor
  * is the figure that matters.  The floors are sampled before every scheme
  * and at the end; the ratios use the medians.
@@ -29,6 +33,11 @@
 #include <string.h>
 
 #include "bench_layer.h"
+
+/* OpenBLAS's own symbols (kernels/blas.c is the one file that includes cblas.h). */
+void openblas_set_num_threads(int n);
+void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
 typedef struct shape {
     const char *name, *model;
@@ -96,6 +105,59 @@ static double median_of(const double *v, int n) {
     return median(c, n);
 }
 
+/* ---- the OpenBLAS baseline ------------------------------------------------------------ */
+
+enum { N_TOKENS = 3 };
+static const int k_tokens[N_TOKENS] = {1, 32, 512};
+
+static int reps_for(int reps, bool quick, int T) {
+    int n = reps ? reps : quick ? 3 : T >= 512 ? 8 : 40;
+    return n > MAX_REPS ? MAX_REPS : n;
+}
+
+/* ms[ti]: the median time of y [T, out] = x [T, in] W^T by cblas_sgemm in
+ * fp32, W [out, in] as a pre-dequantized layer holds it, for each token
+ * count (only_T: that one; the others stay NaN) on `threads` OpenBLAS
+ * threads; cold weights, cycled as the layers are.  false: out of memory. */
+static bool blas_times(const shape *sh, int only_T, int threads, int reps, bool quick,
+                       double ms[N_TOKENS]) {
+    const size_t wn = (size_t)sh->in * (size_t)sh->out;
+    int copies = (int)((64u << 20) / (wn * sizeof(float))) + 1;
+    if (copies > MAX_LAYERS) copies = MAX_LAYERS;
+    if (quick) copies = 1;
+    float *w[MAX_LAYERS] = {NULL};
+    const size_t maxT = (size_t)k_tokens[N_TOKENS - 1];
+    float *x = malloc(maxT * (size_t)sh->in * sizeof(float));
+    float *y = malloc(maxT * (size_t)sh->out * sizeof(float));
+    bool ok = x && y;
+    for (int c = 0; ok && c < copies; c++) {
+        w[c] = malloc(wn * sizeof(float));
+        ok = w[c] != NULL;
+        for (size_t i = 0; ok && i < wn; i++) w[c][i] = (float)((int)(i % 61) - 30) * 1e-3f;
+    }
+    for (size_t i = 0; ok && i < maxT * (size_t)sh->in; i++) x[i] = (float)(uni() * 2 - 1);
+    openblas_set_num_threads(threads);
+    for (int ti = 0; ok && ti < N_TOKENS; ti++) {
+        const int T = k_tokens[ti];
+        ms[ti] = (double)NAN;
+        if (only_T && T != only_T) continue;
+        const int n = reps_for(reps, quick, T);
+        double t[MAX_REPS];
+        for (int r = -1; r < n; r++) { /* one warm-up run */
+            double a = bench_now();
+            cblas_sgemm(101 /* row major */, 111 /* x as is */, 112 /* W transposed */, T, sh->out,
+                        sh->in, 1.0f, x, sh->in, w[(r + 1) % copies], sh->in, 0.0f, y, sh->out);
+            if (r >= 0) t[r] = bench_now() - a;
+        }
+        ms[ti] = median(t, n) * 1e3;
+    }
+    openblas_set_num_threads(1);
+    for (int c = 0; c < copies; c++) free(w[c]);
+    free(x);
+    free(y);
+    return ok;
+}
+
 /* ---- layers ------------------------------------------------------------------------- */
 
 static moeq_linear *build_linear(const scheme_def *s, const shape *sh, moeq_config **cfg_out) {
@@ -133,14 +195,6 @@ static moeq_linear *build_linear(const scheme_def *s, const shape *sh, moeq_conf
     if (moeq_linear_finalize(l, &err) != MOEQ_OK) die("finalize", &err);
     *cfg_out = cfg;
     return l;
-}
-
-static size_t weight_bytes(moeq_linear *l) {
-    size_t b = 0;
-    for (int32_t j = 0; j < moeq__linear_shards(l); j++) {
-        b += moeq__moe_expert_bytes(moeq__linear_shard(l, j), 0);
-    }
-    return b;
 }
 
 static bool int_opt(const char *opt, const char *arg, int lo, int hi, int *out) {
@@ -197,12 +251,23 @@ int main(int argc, char **argv) {
         printf("linear layers, %d threads, %s kernels, bf16 in and out; floors measured in this "
                "run\n",
                threads, moeq_ctx_kernels(ctx));
-        printf("%-12s %-7s %5s %10s %8s %9s %9s %10s %11s\n", "scheme", "shape", "T", "ms", "GB/s",
-               "GFLOP/s", "weight MB", "mem floor", "comp floor");
+        printf("%-12s %-7s %5s %10s %8s %9s %9s %10s %11s %10s %9s\n", "scheme", "shape", "T", "ms",
+               "GB/s", "GFLOP/s", "weight MB", "mem floor", "comp floor", "blas ms", "x blas");
     } else {
         printf("[");
     }
-    const int Ts[3] = {1, 32, 512};
+    /* the OpenBLAS times, per shape, before the layers take their memory */
+    double blas[sizeof k_shapes / sizeof k_shapes[0]][N_TOKENS];
+    for (size_t hi = 0; hi < sizeof k_shapes / sizeof k_shapes[0]; hi++) {
+        for (int ti = 0; ti < N_TOKENS; ti++) blas[hi][ti] = (double)NAN;
+        if ((only_shape && strcmp(only_shape, k_shapes[hi].name) != 0) || (quick && hi > 0)) {
+            continue;
+        }
+        if (!blas_times(&k_shapes[hi], only_T, threads, reps, quick, blas[hi])) {
+            fprintf(stderr, "linear_bench: out of memory for the OpenBLAS baseline\n");
+            return 1;
+        }
+    }
     bool first = true;
     for (size_t si = 0; si < sizeof k_schemes / sizeof k_schemes[0]; si++) {
         const scheme_def *s = &k_schemes[si];
@@ -214,14 +279,14 @@ int main(int argc, char **argv) {
             moeq_config *cfg[MAX_LAYERS] = {NULL};
             moeq_linear *lay[MAX_LAYERS] = {NULL};
             lay[0] = build_linear(s, sh, &cfg[0]);
-            const size_t bytes = weight_bytes(lay[0]);
+            const size_t bytes = (size_t)moeq__linear_bytes(lay[0]);
             int copies = (int)((64u << 20) / bytes) + 1;
             if (copies > MAX_LAYERS) copies = MAX_LAYERS;
             if (quick) copies = 1;
             for (int c = 1; c < copies; c++) lay[c] = build_linear(s, sh, &cfg[c]);
             sample_floors(threads);
-            for (int ti = 0; ti < 3; ti++) {
-                const int T = Ts[ti];
+            for (int ti = 0; ti < N_TOKENS; ti++) {
+                const int T = k_tokens[ti];
                 if (only_T && T != only_T) continue;
                 uint16_t *x = malloc((size_t)T * (size_t)sh->in * 2);
                 uint16_t *y = malloc((size_t)T * (size_t)sh->out * 2);
@@ -230,8 +295,7 @@ int main(int argc, char **argv) {
                     x[i] = moeq__f32_to_bf16((float)(uni() * 2 - 1));
                 }
                 const double flops = 2.0 * T * sh->in * sh->out;
-                int n = reps ? reps : quick ? 3 : T >= 512 ? 8 : 40;
-                if (n > MAX_REPS) n = MAX_REPS;
+                const int n = reps_for(reps, quick, T);
                 double t[MAX_REPS];
                 for (int r = -1; r < n; r++) { /* one warm-up run */
                     moeq_linear *l = lay[(r + 1) % copies];
@@ -245,19 +309,22 @@ int main(int argc, char **argv) {
                 const double bw = median_of(g_bw, g_nbw), peak = median_of(g_peak, g_npeak);
                 const double mem_x = sec / ((double)bytes / (bw * 1e9));
                 const double comp_x = sec / (flops / (peak * 1e9));
+                const double blas_x = sec * 1e3 / blas[hi][ti];
                 if (json) {
                     printf("%s\n{\"scheme\": \"%s\", \"shape\": \"%s\", \"in\": %d, \"out\": %d, "
                            "\"tokens\": %d, \"threads\": %d, \"ms\": %.4f, \"weight_bytes\": "
                            "%zu, \"gbps\": %.2f, \"gflops\": %.2f, \"bw_gbps\": %.2f, "
                            "\"peak_gflops\": %.2f, \"mem_floor_ratio\": %.4f, "
-                           "\"compute_floor_ratio\": %.4f}",
+                           "\"compute_floor_ratio\": %.4f, \"openblas_ratio\": %.4f, "
+                           "\"openblas_ms\": %.4f}",
                            first ? "" : ",", s->name, sh->name, sh->in, sh->out, T, threads,
                            sec * 1e3, bytes, (double)bytes / sec / 1e9, flops / sec / 1e9, bw, peak,
-                           mem_x, comp_x);
+                           mem_x, comp_x, blas_x, blas[hi][ti]);
                 } else {
-                    printf("%-12s %-7s %5d %10.3f %8.2f %9.2f %9.2f %9.2fx %10.2fx\n", s->name,
-                           sh->name, T, sec * 1e3, (double)bytes / sec / 1e9, flops / sec / 1e9,
-                           (double)bytes / 1e6, mem_x, comp_x);
+                    printf("%-12s %-7s %5d %10.3f %8.2f %9.2f %9.2f %9.2fx %10.2fx %10.3f %8.2fx\n",
+                           s->name, sh->name, T, sec * 1e3, (double)bytes / sec / 1e9,
+                           flops / sec / 1e9, (double)bytes / 1e6, mem_x, comp_x, blas[hi][ti],
+                           blas_x);
                 }
                 fflush(stdout);
                 first = false;

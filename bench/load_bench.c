@@ -161,7 +161,8 @@ static load_result in_child(const char *dir, int threads, int floor) {
         if (floor) {
             floor_child(dir, threads, &c);
         } else {
-            moeq_model_load_options o = {threads, NULL, NULL, NULL};
+            /* the MoE layers alone: the floor reads their bytes */
+            moeq_model_load_options o = {.threads = threads, .moe_only = 1};
             moeq_model *m = NULL;
             moeq_error err;
             if (moeq_model_load(dir, &o, &m, &c.s, &err) == MOEQ_OK) {

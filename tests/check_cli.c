@@ -60,7 +60,8 @@ START_TEST(test_exit_codes) {
     snprintf(bad_cfg, sizeof bad_cfg, "%s/bad.json", tmpdir);
     moeq_test_write_text(layers, "model.layers.3.mlp.experts moe 256\nlm_head\n");
     moeq_test_write_text(bad_layers, "model.layers.3.mlp.experts moe\n");
-    moeq_test_write_text(bad_cfg, "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": 1}}");
+    moeq_test_write_text(
+        bad_cfg, "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": 1}}");
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s >/dev/null 2>&1", tool(), GLM, layers);
     ck_assert_int_eq(run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s >/dev/null 2>&1", tool(), GLM, bad_layers);
@@ -74,8 +75,9 @@ START_TEST(test_exit_codes) {
     char cfg[128], err_layers[128];
     snprintf(cfg, sizeof cfg, "%s/tensor.json", tmpdir);
     snprintf(err_layers, sizeof err_layers, "%s/err.txt", tmpdir);
-    moeq_test_write_text(cfg, "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
-                    "\"config_groups\":{\"g\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":4}}}}");
+    moeq_test_write_text(
+        cfg, "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+             "\"config_groups\":{\"g\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":4}}}}");
     moeq_test_write_text(err_layers, "m.experts moe 4\n");
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s 2>&1", tool(), cfg, err_layers);
     char *out = NULL;
@@ -100,7 +102,8 @@ END_TEST
 START_TEST(test_engine_option) {
     char cmd[1024], layers[128], model[128];
     snprintf(layers, sizeof layers, "%s/moe.txt", tmpdir);
-    moeq_test_write_text(layers, "model.layers.5.mlp.experts moe 8\nmodel.layers.5.self_attn.o_proj\n");
+    moeq_test_write_text(layers,
+                         "model.layers.5.mlp.experts moe 8\nmodel.layers.5.self_attn.o_proj\n");
     char *out = NULL;
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s --engine sglang@eba6af385d", tool(), GLM,
              layers);
@@ -111,9 +114,10 @@ START_TEST(test_engine_option) {
     free(out);
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s --engine vllm --json", tool(), GLM, layers);
     ck_assert_int_eq(run(cmd, &out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "\"engine\":\"vllm@003a19308:sm90,auto\",\"engine_scheme\":"
-                                      "\"CompressedTensorsWNA16MarlinMoEMethod\",\"engine_error\":null,"
-                                      "\"engine_group\":\"group_1\",\"engine_differs\":[]"));
+    ck_assert_ptr_nonnull(strstr(out,
+                                 "\"engine\":\"vllm@003a19308:sm90,auto\",\"engine_scheme\":"
+                                 "\"CompressedTensorsWNA16MarlinMoEMethod\",\"engine_error\":null,"
+                                 "\"engine_group\":\"group_1\",\"engine_differs\":[]"));
     free(out);
     snprintf(cmd, sizeof cmd, "%s plan %s --layers %s --engine trt 2>&1", tool(), GLM, layers);
     ck_assert_int_eq(run(cmd, &out), 2);
@@ -124,19 +128,23 @@ START_TEST(test_engine_option) {
     ck_assert_ptr_nonnull(strstr(out, "--engine needs --layers"));
     free(out);
     snprintf(model, sizeof model, "%s/w4a8", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s synth w4a8-int8 %s --experts 4 --layers 2 >/dev/null 2>&1", tool(),
-             model);
+    snprintf(cmd, sizeof cmd, "%s synth w4a8-int8 %s --experts 4 --layers 2 >/dev/null 2>&1",
+             tool(), model);
     ck_assert_int_eq(run(cmd, NULL), 0);
-    snprintf(cmd, sizeof cmd, "%s inspect %s --names-only --engine sglang@d315eb725", tool(), model);
+    snprintf(cmd, sizeof cmd, "%s inspect %s --names-only --engine sglang@d315eb725", tool(),
+             model);
     ck_assert_int_eq(run(cmd, &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "NotImplementedError *"));
-    ck_assert_ptr_nonnull(strstr(out, "    engine: NotImplementedError: The W4A8Int8 Fused MoE scheme "
-                                      "is implemented only for NPU for now. [differs: error]\n"));
+    ck_assert_ptr_nonnull(strstr(out,
+                                 "    engine: NotImplementedError: The W4A8Int8 Fused MoE scheme "
+                                 "is implemented only for NPU for now. [differs: error]\n"));
     free(out);
-    snprintf(cmd, sizeof cmd, "%s inspect %s --names-only --json --engine sglang:npu", tool(), model);
+    snprintf(cmd, sizeof cmd, "%s inspect %s --names-only --json --engine sglang:npu", tool(),
+             model);
     ck_assert_int_eq(run(cmd, &out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "\"engine_error\":\"AttributeError: 'CompressedTensorsConfig' "
-                                      "object has no attribute 'get'\""));
+    ck_assert_ptr_nonnull(strstr(out,
+                                 "\"engine_error\":\"AttributeError: 'CompressedTensorsConfig' "
+                                 "object has no attribute 'get'\""));
     free(out);
 }
 END_TEST
@@ -166,9 +174,14 @@ END_TEST
 /* Every conformance fixture through `moeq dequant -o`: the .npy holds CT's
  * dequantized values (in CT's output dtype, widened to float32). */
 static const char *k_fixtures[] = {
-    "int4_group32_sym_bf16", "int4_group32_asym_bf16", "int3_group32_asym_bf16",
-    "int4_group16_actorder_sym_bf16", "int8_int_quantized_channel_sym_bf16", "fp8_block_nondivisible_bf16",
-    "nvfp4_bf16", "mxfp4_bf16",
+    "int4_group32_sym_bf16",
+    "int4_group32_asym_bf16",
+    "int3_group32_asym_bf16",
+    "int4_group16_actorder_sym_bf16",
+    "int8_int_quantized_channel_sym_bf16",
+    "fp8_block_nondivisible_bf16",
+    "nvfp4_bf16",
+    "mxfp4_bf16",
 };
 
 START_TEST(test_dequant_fixtures) {
@@ -195,8 +208,9 @@ START_TEST(test_dequant_fixtures) {
     if (od) sscanf(od + 19, "%15[^\"]", out_dtype);
     bool to_bf16 = strcmp(out_dtype, "BF16") == 0;
     FILE *c = fopen(cfg_path, "w");
-    fprintf(c, "{\"quant_method\":\"compressed-tensors\",\"format\":\"%s\",\"config_groups\":"
-               "{\"g\":{\"targets\":[\"re:.*\"],\"weights\":%.*s}}}",
+    fprintf(c,
+            "{\"quant_method\":\"compressed-tensors\",\"format\":\"%s\",\"config_groups\":"
+            "{\"g\":{\"targets\":[\"re:.*\"],\"weights\":%.*s}}}",
             format, (int)(args_end - args - 8 + 1), args + 8);
     fclose(c);
     snprintf(cmd, sizeof cmd, "%s dequant %s %s model.layers.0.mlp.experts.0.up_proj -o %s 2>&1",
@@ -285,9 +299,9 @@ START_TEST(test_run_layer) {
     ck_assert_msg(run(cmd, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "w8a8_int8, 8 experts, hidden 64, intermediate 32"), "%s", out);
     ck_assert_msg(strstr(out, ": ok (tolerance"), "%s", out);
-    ck_assert_msg(strstr(out, " kernels: ") && (strstr(out, "avx512 kernels") ||
-                                                strstr(out, "avx2 kernels") ||
-                                                strstr(out, "portable kernels")),
+    ck_assert_msg(strstr(out, " kernels: ") &&
+                      (strstr(out, "avx512 kernels") || strstr(out, "avx2 kernels") ||
+                       strstr(out, "portable kernels")),
                   "%s", out);
     free(out);
 
@@ -314,9 +328,9 @@ START_TEST(test_run_layer) {
     float want[T * H];
     moeq_ctx *ctx = NULL;
     ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
-    ck_assert_ok(moeq_moe_apply(moe, ctx, MOEQ_DTYPE_F32, x, T, K, ids, w, MOEQ_DTYPE_F32, want,
-                                &err),
-                 &err);
+    ck_assert_ok(
+        moeq_moe_apply(moe, ctx, MOEQ_DTYPE_F32, x, T, K, ids, w, MOEQ_DTYPE_F32, want, &err),
+        &err);
     npy_array got;
     ck_assert_msg(npy_read(out_path, &got, msg, sizeof msg) == 0, "%s", msg);
     ck_assert_int_eq(got.dtype, MOEQ_DTYPE_F32);
@@ -340,8 +354,9 @@ START_TEST(test_run_layer) {
     /* An expert id out of range: exit 1, naming the token and the id. */
     ids[3 * K + 1] = E;
     ck_assert_msg(npy_write(ids_path, MOEQ_DTYPE_I32, 2, rs, ids, msg, sizeof msg) == 0, "%s", msg);
-    snprintf(cmd, sizeof cmd, "%s run %s --layer %s --input %s --topk-ids %s --topk-weights %s 2>&1",
-             tool(), dir, layer, x_path, ids_path, w_path);
+    snprintf(cmd, sizeof cmd,
+             "%s run %s --layer %s --input %s --topk-ids %s --topk-weights %s 2>&1", tool(), dir,
+             layer, x_path, ids_path, w_path);
     ck_assert_int_eq(run(cmd, &out), 1);
     ck_assert_msg(strstr(out, "topk_ids[3][1] is 8; must be -1 or 0..7"), "%s", out);
     free(out);
@@ -374,7 +389,8 @@ END_TEST
 
 /* `moeq load`: every MoE layer, a progress line per layer when stderr is no
  * terminal, the summary (plain and --json), and exit 1 naming the layer
- * when one fails. */
+ * when one fails; then a checkpoint with quantized attention and shared
+ * experts, whose linear layers load too (fused), or not with --moe-only. */
 START_TEST(test_load_model) {
     char dir[128], cmd[1024];
     snprintf(dir, sizeof dir, "%s/model", tmpdir);
@@ -389,7 +405,7 @@ START_TEST(test_load_model) {
     ck_assert_msg(run(cmd, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "loaded model.layers.0.mlp.experts (1/3)") &&
                       strstr(out, "loaded model.layers.2.mlp.experts (3/3)") &&
-                      strstr(out, "loaded 3 MoE layers (24 experts, ") &&
+                      strstr(out, "loaded 3 MoE layers (24 experts) and 0 linear layers") &&
                       strstr(out, "memory: finalized "),
                   "%s", out);
     free(out);
@@ -416,6 +432,28 @@ START_TEST(test_load_model) {
     snprintf(cmd, sizeof cmd, "%s load %s 2>&1", tool(), dir);
     ck_assert_int_eq(run(cmd, &out), 1);
     ck_assert_msg(strstr(out, "MoE layer 1 of 3 (model.layers.0.mlp.experts)"), "%s", out);
+    free(out);
+    /* quantized attention and shared experts load too, fused, unless --moe-only */
+    snprintf(dir, sizeof dir, "%s/glm", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s synth glm-mini %s 2>&1", tool(), dir);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s load %s --threads 2 2>&1", tool(), dir);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "loaded model.layers.1.self_attn.qkv_proj [linear] (5/15)") &&
+                      strstr(out, "loaded model.layers.3.mlp.shared_experts.gate_up_proj "
+                                  "[linear] (13/15)") &&
+                      strstr(out, "loaded 3 MoE layers (24 experts) and 12 linear layers") &&
+                      !strstr(out, "q_proj"),
+                  "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s load %s --json --moe-only 2>/dev/null", tool(), dir);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "\"layers\": 3,") && strstr(out, "\"linear_layers\": 0,"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s load %s --json 2>/dev/null", tool(), dir);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "\"linear_layers\": 12,"), "%s", out);
     free(out);
 }
 END_TEST

@@ -34,7 +34,7 @@ typedef struct family_case {
     const char *model_type;
     int algo;
     int top_k;
-    int renormalize;   /* what the family does with this config */
+    int renormalize; /* what the family does with this config */
     int n_group, topk_group;
     double scale;
     int correction_bias;
@@ -44,7 +44,8 @@ typedef struct family_case {
 static const family_case k_cases[] = {
     {"qwen2_moe", SOFTMAX_TOPK, 2, 0, 0, 0, 1.0, 0,
      "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, "
-     "\"norm_topk_prob\": false, \"shared_expert_intermediate_size\": 64, \"hidden_act\": \"silu\""},
+     "\"norm_topk_prob\": false, \"shared_expert_intermediate_size\": 64, \"hidden_act\": "
+     "\"silu\""},
     {"qwen3_moe", SOFTMAX_TOPK, 2, 1, 0, 0, 1.0, 0,
      /* transformers 5 saves qwen3_moe's expert count as num_local_experts */
      "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, "
@@ -126,11 +127,11 @@ static float bf16(float v) {
 
 typedef struct model {
     char dir[96];
-    char block[160];   /* "model.layers.1.mlp" */
-    char prefix[200];  /* block + ".experts" */
+    char block[160];  /* "model.layers.1.mlp" */
+    char prefix[200]; /* block + ".experts" */
     moeq_model_moe fam;
     /* dequantized expert weights and plain tensors, float */
-    float w[E_][3][I_ > H_ ? I_ * H_ : H_ * I_];
+    float w[E_][3][I_ > H_ ? I_ *H_ : H_ *I_];
     float b[E_][3][H_ > I_ ? H_ : I_];
     float router[E_ * H_], router_b[E_], corr[E_];
 } model;
@@ -183,14 +184,16 @@ static void write_text(const char *path, const char *text) {
     ck_assert_int_eq(fclose(f), 0);
 }
 
-static void build(const family_case *c, const char *quant, model *m) {
+/* experts: the experts' path under the MoE block; NULL: the family's
+ * ("experts"), or "experts.experts" as llm-compressor names GPT-OSS's. */
+static void build(const family_case *c, const char *quant, const char *experts, model *m) {
     moeq_error err;
     ck_assert_ok(moeq_model_family(c->model_type, &m->fam, &err), &err);
     moeq_test_mkdtemp(m->dir, sizeof m->dir, "moeq_models");
     /* Nemotron-H's decoder layers sit under backbone, the others' under model */
     snprintf(m->block, sizeof m->block, "%s.layers.1.%s",
              strcmp(c->model_type, "nemotron_h") == 0 ? "backbone" : "model", m->fam.moe_block);
-    snprintf(m->prefix, sizeof m->prefix, "%s.%s", m->block, m->fam.experts);
+    snprintf(m->prefix, sizeof m->prefix, "%s.%s", m->block, experts ? experts : m->fam.experts);
     rng_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)strlen(c->model_type) * 7919u;
 
     char cfg_json[4096];
@@ -224,9 +227,8 @@ static void build(const family_case *c, const char *quant, model *m) {
             moeq_tensor ts[8];
             uint32_t nt = module_tensors(set, module, ts, 8);
             int64_t shape[2];
-            ck_assert_ok(moeq_dequantize(res.weights, res.format, 0, module, ts, nt,
-                                         MOEQ_DTYPE_F32, m->w[e][p],
-                                         (uint64_t)(rows * cols) * 4u, shape, &err),
+            ck_assert_ok(moeq_dequantize(res.weights, res.format, 0, module, ts, nt, MOEQ_DTYPE_F32,
+                                         m->w[e][p], (uint64_t)(rows * cols) * 4u, shape, &err),
                          &err);
             if (m->fam.expert_bias) {
                 for (int64_t i = 0; i < rows; i++) m->b[e][p][i] = bf16(normal(0.1));
@@ -252,8 +254,7 @@ static void build(const family_case *c, const char *quant, model *m) {
     }
     memset(m->corr, 0, sizeof m->corr);
     if (c->correction_bias) {
-        ck_assert_msg(m->fam.correction_bias[0], "%s has no correction bias name",
-                      c->model_type);
+        ck_assert_msg(m->fam.correction_bias[0], "%s has no correction bias name", c->model_type);
         for (int i = 0; i < E_; i++) m->corr[i] = normal(0.05);
         snprintf(name, sizeof name, "%s.%s", m->block, m->fam.correction_bias);
         /* Ernie 4.5 stores moe_statics as [1, E] */
@@ -292,8 +293,7 @@ static void top_k(const double *key, const int *allowed, int n, int k, int *out)
     }
 }
 
-static void route(const family_case *c, const model *m, const double *logits, int *ids,
-                  double *w) {
+static void route(const family_case *c, const model *m, const double *logits, int *ids, double *w) {
     const int k = c->top_k;
     double p[E_], choice[E_];
     int allowed[E_];
@@ -365,9 +365,9 @@ static double e4m3(double v) {
     double a = fabs(v);
     if (a == 0) return 0;
     int ex;
-    frexp(a, &ex);             /* a = f * 2^ex, f in [0.5, 1) */
-    int e = ex - 1;            /* a in [2^e, 2^(e+1)) */
-    if (e < -6) e = -6;        /* subnormals: step 2^-9 */
+    frexp(a, &ex);      /* a = f * 2^ex, f in [0.5, 1) */
+    int e = ex - 1;     /* a in [2^e, 2^(e+1)) */
+    if (e < -6) e = -6; /* subnormals: step 2^-9 */
     double step = ldexp(1.0, e - 3);
     double q = nearbyint(a / step) * step; /* the FPU rounds to nearest even */
     return copysign(fmin(q, 448.0), v);
@@ -449,10 +449,10 @@ static int run_tool(const char *args, char *out, size_t cap) {
 /* Builds family c's checkpoint with quantization_config `quant`, runs it,
  * and compares with the family's forward within tol relative; `scheme` is
  * the scheme moeq run must print (NULL: any). */
-static void check_family(const family_case *c, const char *quant, const char *scheme,
-                         bool fp8_inputs, double tol) {
+static void check_family(const family_case *c, const char *quant, const char *experts,
+                         const char *scheme, bool fp8_inputs, double tol) {
     static model m;
-    build(c, quant, &m);
+    build(c, quant, experts, &m);
     static float x[T_ * H_];
     for (int i = 0; i < T_ * H_; i++) x[i] = normal(1.0);
     char xin[160], yout[160], msg[256];
@@ -473,8 +473,7 @@ static void check_family(const family_case *c, const char *quant, const char *sc
     ck_assert_msg(strstr(text, want) != NULL, "%s:\n%s", c->model_type, text);
     ck_assert_msg(strstr(text, "the router weight") != NULL, "%s:\n%s", c->model_type, text);
     if (scheme) {
-        ck_assert_msg(strstr(text, scheme) != NULL, "%s: not %s:\n%s", c->model_type, scheme,
-                      text);
+        ck_assert_msg(strstr(text, scheme) != NULL, "%s: not %s:\n%s", c->model_type, scheme, text);
     }
 
     npy_array y = {0};
@@ -490,13 +489,13 @@ static void check_family(const family_case *c, const char *quant, const char *sc
     }
     npy_free(&y);
     ck_assert_msg(max_ref > 1e-3, "%s: a zero reference proves nothing", c->model_type);
-    ck_assert_msg(max_err <= tol * max_ref, "%s: max error %g of max |ref| %g:\n%s",
-                  c->model_type, max_err, max_ref, text);
+    ck_assert_msg(max_err <= tol * max_ref, "%s: max error %g of max |ref| %g:\n%s", c->model_type,
+                  max_err, max_ref, text);
     moeq_test_rmtree(m.dir);
 }
 
 START_TEST(test_family_checkpoint) {
-    check_family(&k_cases[_i], k_quant, "wna16", false, 1e-3);
+    check_family(&k_cases[_i], k_quant, NULL, "wna16", false, 1e-3);
 }
 END_TEST
 
@@ -505,9 +504,9 @@ END_TEST
  * dynamic per-token FP8 inputs (quantized in the float64 forward as the
  * engines do: amax / 448 per row; 1e-2 for a value next to a rounding
  * boundary landing one E4M3 step apart). */
-#define OSS_QUANT(groups, format)                                                            \
-    "\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"" format \
-    "\", \"quantization_status\": \"compressed\", \"config_groups\": {" groups "}, "          \
+#define OSS_QUANT(groups, format)                                                                  \
+    "\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"" format    \
+    "\", \"quantization_status\": \"compressed\", \"config_groups\": {" groups "}, "               \
     "\"ignore\": [\"lm_head\", \"re:.*router.*\"]}"
 
 static const struct {
@@ -530,7 +529,20 @@ START_TEST(test_gpt_oss_schemes) {
         if (strcmp(k_cases[i].model_type, "gpt_oss") == 0) c = &k_cases[i];
     }
     ck_assert_ptr_nonnull(c);
-    check_family(c, k_oss[_i].quant, k_oss[_i].scheme, k_oss[_i].fp8_inputs, k_oss[_i].tol);
+    check_family(c, k_oss[_i].quant, NULL, k_oss[_i].scheme, k_oss[_i].fp8_inputs, k_oss[_i].tol);
+}
+END_TEST
+
+/* GPT-OSS as llm-compressor writes it: experts at mlp.experts.experts.<e>.*,
+ * the router still at mlp.router.*, which moeq run finds one level up from
+ * the experts' parent (no warning, routed by the router weight). */
+START_TEST(test_gpt_oss_nested_experts) {
+    const family_case *c = NULL;
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        if (strcmp(k_cases[i].model_type, "gpt_oss") == 0) c = &k_cases[i];
+    }
+    ck_assert_ptr_nonnull(c);
+    check_family(c, k_quant, "experts.experts", "wna16", false, 1e-3);
 }
 END_TEST
 
@@ -560,8 +572,12 @@ START_TEST(test_non_gated_layer) {
     ck_assert_int_eq(moeq_moe_find_param(l, "w13_weight", &p), MOEQ_OK);
     ck_assert_int_eq(p.shape[1], 8); /* up alone: [E, I, H] */
     static uint16_t w[8 * 16];
-    moeq_tensor t = {.name = "0.gate_proj.weight", .dtype = MOEQ_DTYPE_BF16, .ndim = 2,
-                     .shape = {8, 16}, .data = w, .nbytes = sizeof w};
+    moeq_tensor t = {.name = "0.gate_proj.weight",
+                     .dtype = MOEQ_DTYPE_BF16,
+                     .ndim = 2,
+                     .shape = {8, 16},
+                     .data = w,
+                     .nbytes = sizeof w};
     ck_assert_int_eq(moeq_moe_load(l, &t, NULL, &err), MOEQ_STATUS_NO_MATCH);
     ck_assert_msg(strstr(err.message, "non-gated"), "%s", err.message);
     t.name = "0.up_proj.weight";
@@ -601,11 +617,12 @@ START_TEST(test_reading_keys) {
     moeq_model_moe m;
     moeq_error err;
     /* GLM4-MoE as transformers writes it: sigmoid from the table, said so */
-    moeq_config *cfg = parse("\"model_type\": \"glm4_moe\", \"n_routed_experts\": 128, "
-                             "\"num_experts_per_tok\": 8, \"moe_intermediate_size\": 1408, "
-                             "\"hidden_size\": 4096, \"norm_topk_prob\": true, "
-                             "\"routed_scaling_factor\": 1.0, \"n_group\": 1, \"topk_group\": 1, "
-                             "\"n_shared_experts\": 1, \"dtype\": \"float16\", \"hidden_act\": \"silu\"");
+    moeq_config *cfg =
+        parse("\"model_type\": \"glm4_moe\", \"n_routed_experts\": 128, "
+              "\"num_experts_per_tok\": 8, \"moe_intermediate_size\": 1408, "
+              "\"hidden_size\": 4096, \"norm_topk_prob\": true, "
+              "\"routed_scaling_factor\": 1.0, \"n_group\": 1, \"topk_group\": 1, "
+              "\"n_shared_experts\": 1, \"dtype\": \"float16\", \"hidden_act\": \"silu\"");
     ck_assert_ok(moeq_model_moe_get(cfg, &m, &err), &err);
     ck_assert_int_eq(m.known, 1);
     ck_assert_int_eq(m.scoring, MOEQ_SCORING_SIGMOID);
@@ -729,9 +746,9 @@ static Suite *models_suite(void) {
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("families");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, test_family_checkpoint, 0,
-                        (int)(sizeof k_cases / sizeof k_cases[0]));
+    tcase_add_loop_test(tc, test_family_checkpoint, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_loop_test(tc, test_gpt_oss_schemes, 0, (int)(sizeof k_oss / sizeof k_oss[0]));
+    tcase_add_test(tc, test_gpt_oss_nested_experts);
     tcase_add_test(tc, test_non_gated_layer);
     tcase_add_test(tc, test_reading_keys);
     tcase_add_test(tc, test_bad_values);

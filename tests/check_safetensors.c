@@ -220,12 +220,16 @@ START_TEST(test_name_order_and_lookup) {
     ck_assert_int_eq(moeq_checkpoint_find(NULL, "a", &t), MOEQ_STATUS_INVALID_ARG);
 
     uint64_t first, i;
-    ck_assert_uint_eq(moeq__checkpoint_prefix_range(ck, "a.", &first), 2);
+    /* "<module>.*": a's children, not a itself */
+    ck_assert_uint_eq(moeq__checkpoint_module_range(ck, "a", &first), 2);
     ck_assert_uint_eq(first, 1);
-    ck_assert_uint_eq(moeq__checkpoint_prefix_range(ck, "a", &first), 3);
+    ck_assert_uint_eq(moeq__checkpoint_module_range(ck, "b", &first), 0);
+    ck_assert_uint_eq(first, 4);
+    ck_assert_uint_eq(moeq__checkpoint_module_range(ck, "", &first), 0);
     ck_assert_uint_eq(first, 0);
-    ck_assert_uint_eq(moeq__checkpoint_prefix_range(ck, "", &first), 5);
-    ck_assert_uint_eq(moeq__checkpoint_prefix_range(ck, "c", &first), 0);
+    ck_assert_uint_eq(moeq__checkpoint_module_range(ck, "c", &first), 0);
+    ck_assert_uint_eq(first, 4);
+    ck_assert_uint_eq(moeq__checkpoint_module_range(ck, "zet", &first), 0);
     ck_assert_uint_eq(first, 4);
     ck_assert(moeq__checkpoint_index_of(ck, "zeta", &i));
     ck_assert_uint_eq(i, 4);
@@ -281,7 +285,7 @@ START_TEST(test_many_tensors) {
     ck_assert_int_eq(moeq_checkpoint_find(ck, "model.layers.3.mlp.experts.64.w", &got),
                      MOEQ_STATUS_NO_MATCH);
     uint64_t first;
-    ck_assert_uint_eq(moeq__checkpoint_prefix_range(ck, "model.layers.3.mlp.experts.", &first), 64);
+    ck_assert_uint_eq(moeq__checkpoint_module_range(ck, "model.layers.3.mlp.experts", &first), 64);
     moeq_checkpoint_close(ck);
     free(t);
     free(names);
@@ -752,7 +756,8 @@ START_TEST(test_corrupt_indexes) {
         size_t n = strlen(c->index);
         for (size_t len = 0; len < n; len++) {
             char path[128];
-            moeq_test_write_file(in_dir("model.safetensors.index.json", path, sizeof path), c->index, len);
+            moeq_test_write_file(in_dir("model.safetensors.index.json", path, sizeof path),
+                                 c->index, len);
             moeq_checkpoint *ck = (moeq_checkpoint *)&ck;
             moeq_error err;
             ck_assert_int_ne(moeq_checkpoint_open(index, &ck, &err), MOEQ_STATUS_OK);

@@ -1,7 +1,8 @@
 /*
- * cmd_load.c - `moeq load MODEL_DIR [--threads N] [--json]`: every MoE layer
- * of a checkpoint loaded and finalized through moeq_model_load, with a
- * progress bar on a terminal (a line per layer otherwise) and a summary.
+ * cmd_load.c - `moeq load MODEL_DIR [--threads N] [--moe-only] [--json]`:
+ * every MoE layer and quantized linear module of a checkpoint loaded and
+ * finalized through moeq_model_load, with a progress bar on a terminal (a
+ * line per layer otherwise) and a summary.
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,13 +11,15 @@
 #include "cli.h"
 
 static void load_usage(FILE *f) {
-    fprintf(f, "usage: moeq load MODEL_DIR [--threads N] [--json]\n\n"
-               "Loads and finalizes every MoE layer of the checkpoint in MODEL_DIR (config.json\n"
-               "and safetensors) as an engine would, then prints what it took: layers, bytes of\n"
-               "their checkpoint tensors, seconds, GB/s, and the process's resident and peak\n"
-               "memory against those bytes.  Progress goes to stderr: a bar on a terminal, a\n"
-               "line per layer otherwise.\n\n"
+    fprintf(f, "usage: moeq load MODEL_DIR [--threads N] [--moe-only] [--json]\n\n"
+               "Loads and finalizes every MoE layer and quantized linear module (attention,\n"
+               "shared experts, dense MLPs; q/k/v and gate/up siblings fused) of the checkpoint\n"
+               "in MODEL_DIR (config.json and safetensors) as an engine would, then prints what\n"
+               "it took: layers, bytes of their checkpoint tensors, seconds, GB/s, and the\n"
+               "process's resident and peak memory against those bytes.  Progress goes to\n"
+               "stderr: a bar on a terminal, a line per layer otherwise.\n\n"
                "  --threads N  loader threads (default: all CPUs)\n"
+               "  --moe-only   the MoE layers alone\n"
                "  --json       the summary as one JSON object\n\n"
                "exit status: 0 loaded, 1 a layer failed (the message names it), 2 usage or an\n"
                "unreadable MODEL_DIR\n");
@@ -38,8 +41,8 @@ static int32_t on_progress(const moeq_model_progress *p, void *user) {
                 all, rate);
         if (p->layers_done == p->layers) fputc('\n', stderr);
     } else {
-        fprintf(stderr, "loaded %s (%u/%u), %.2f/%.2f GB, %.1f s\n", p->layer, p->layers_done,
-                p->layers, gb, all, p->seconds);
+        fprintf(stderr, "loaded %s%s (%u/%u), %.2f/%.2f GB, %.1f s\n", p->layer,
+                p->linear ? " [linear]" : "", p->layers_done, p->layers, gb, all, p->seconds);
     }
     fflush(stderr);
     return 0;
@@ -48,7 +51,7 @@ static int32_t on_progress(const moeq_model_progress *p, void *user) {
 int cmd_load(int argc, char **argv) {
     const char *dir = NULL;
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
-    int json = 0;
+    int json = 0, moe_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -56,6 +59,8 @@ int cmd_load(int argc, char **argv) {
             return CLI_OK;
         } else if (!strcmp(a, "--threads") && i + 1 < argc) {
             if (cli_parse_long("load", a, argv[++i], 1, 1024, &threads) != 0) return CLI_USAGE;
+        } else if (!strcmp(a, "--moe-only")) {
+            moe_only = 1;
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (a[0] == '-' || dir) {
@@ -73,7 +78,10 @@ int cmd_load(int argc, char **argv) {
     }
     if (threads < 1) threads = 1;
     load_view view = {isatty(2)};
-    moeq_model_load_options o = {(int32_t)threads, NULL, on_progress, &view};
+    moeq_model_load_options o = {.threads = (int32_t)threads,
+                                 .progress = on_progress,
+                                 .user_data = &view,
+                                 .moe_only = moe_only};
     moeq_model *m = NULL;
     moeq_model_load_summary s;
     moeq_error err;
@@ -90,16 +98,21 @@ int cmd_load(int argc, char **argv) {
         cli_json_string(stdout, dir);
         printf(", \"layers\": %u, \"experts\": %llu, \"tensors\": %llu, \"bytes\": %llu, "
                "\"resident_bytes\": %llu, \"seconds\": %.4f, \"gb_per_s\": %.4f, \"threads\": %ld, "
-               "\"rss_before\": %llu, \"rss_after\": %llu, \"peak_rss\": %llu}\n",
+               "\"rss_before\": %llu, \"rss_after\": %llu, \"peak_rss\": %llu, "
+               "\"linear_layers\": %u, \"linear_tensors\": %llu, \"linear_bytes\": %llu, "
+               "\"linear_resident_bytes\": %llu}\n",
                s.layers, (unsigned long long)s.experts, (unsigned long long)s.tensors,
                (unsigned long long)s.bytes, (unsigned long long)s.resident, s.seconds, s.gb_per_s,
                threads, (unsigned long long)s.rss_before, (unsigned long long)s.rss_after,
-               (unsigned long long)s.peak_rss);
+               (unsigned long long)s.peak_rss, s.linear_layers,
+               (unsigned long long)s.linear_tensors, (unsigned long long)s.linear_bytes,
+               (unsigned long long)s.linear_resident);
     } else {
-        printf("loaded %u MoE layers (%llu experts, %llu tensors) of %s: %.3f GB in %.2f s, "
-               "%.2f GB/s, %ld threads\n",
-               s.layers, (unsigned long long)s.experts, (unsigned long long)s.tensors, dir,
-               bytes * 1e-9, s.seconds, s.gb_per_s, threads);
+        printf("loaded %u MoE layers (%llu experts) and %u linear layers (%.3f GB), %llu "
+               "tensors of %s: %.3f GB in %.2f s, %.2f GB/s, %ld threads\n",
+               s.layers, (unsigned long long)s.experts, s.linear_layers,
+               (double)s.linear_bytes * 1e-9, (unsigned long long)s.tensors, dir, bytes * 1e-9,
+               s.seconds, s.gb_per_s, threads);
         if (s.peak_rss && bytes > 0) {
             printf("memory: finalized %.3f GB (%.2fx), resident %.3f GB after (%.2fx), peak "
                    "%.3f GB (%.2fx) of the checkpoint bytes\n",

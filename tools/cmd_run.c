@@ -28,8 +28,9 @@ static void run_usage(FILE *f) {
                "keys config.json carries win over the table): scoring, top-k, renormalizing,\n"
                "groups, scaling, the correction bias tensor, SwiGLU limits, expert biases.\n"
                "Logits come from R (float32 [T, E]), else from the family's router\n"
-               "(<parent>.gate or <parent>.router: weight and bias), else are random (with a\n"
-               "warning); or routing is given as I (int32 [T, k]) and W (float32 [T, k]).\n"
+               "(<parent>.gate or <parent>.router: weight and bias; one level up for experts\n"
+               "nested as mlp.experts.experts.<e>), else are random (with a warning); or\n"
+               "routing is given as I (int32 [T, k]) and W (float32 [T, k]).\n"
                "The routing used is printed, with the settings taken from the family table.\n"
                "Prints the time per token.  --check compares the output with the float64\n"
                "reference of the same math and fails past 1e-4 relative (1e-2 with 8-bit\n"
@@ -161,6 +162,24 @@ static float *read_vector(const moeq_checkpoint *ck, const char *name, int32_t n
         return NULL;
     }
     return v;
+}
+
+/* Where the router sits: parent (the experts' parent, "model.layers.0.mlp")
+ * when it holds <parent>.<router>.weight, else one level up when that does,
+ * for experts nested one level deeper (llm-compressor's GPT-OSS:
+ * mlp.experts.experts.<e>.*, router at mlp.router.*): parent is cut there.
+ * Returns whether either holds it (parent unchanged when not). */
+static bool router_parent(const moeq_checkpoint *ck, char *parent, const char *router) {
+    char name[600];
+    moeq_tensor t;
+    snprintf(name, sizeof name, "%s.%s.weight", parent, router);
+    if (moeq_checkpoint_find(ck, name, &t) == MOEQ_OK) return true;
+    char *dot = strrchr(parent, '.');
+    if (!dot) return false;
+    snprintf(name, sizeof name, "%.*s.%s.weight", (int)(dot - parent), parent, router);
+    if (moeq_checkpoint_find(ck, name, &t) != MOEQ_OK) return false;
+    *dot = '\0';
+    return true;
 }
 
 /* logits[t, e] = x[t] . W[e] (+ b[e]) with the dense router weight [E, H]
@@ -518,20 +537,23 @@ int cmd_run(int argc, char **argv) {
         snprintf(parent, sizeof parent, "%s", layer);
         char *dot = strrchr(parent, '.');
         if (dot) *dot = '\0';
+        const bool has_router = router_parent(ck, parent, mm.router);
         if (logits_path) {
             if (read_npy(logits_path, MOEQ_DTYPE_F32, T, E, &rl, "router logits") != 0) goto done;
             memcpy(logits, rl.data, (size_t)T * (size_t)E * sizeof(float));
             source = logits_path;
         } else {
             int with_bias = 0;
-            int r = router_logits(ck, parent, mm.router, x, T, E, H, logits, &with_bias);
+            int r = has_router
+                        ? router_logits(ck, parent, mm.router, x, T, E, H, logits, &with_bias)
+                        : 0;
             if (r < 0) goto done;
             if (r > 0) {
                 source = with_bias ? "the router weight and bias" : "the router weight";
             } else {
                 fprintf(stderr,
-                        "moeq: warning: %s has no router %s.%s.weight; routing random logits "
-                        "(give --router-logits R.npy)\n",
+                        "moeq: warning: %s has no router %s.%s.weight (nor one level up); "
+                        "routing random logits (give --router-logits R.npy)\n",
                         dir, parent, mm.router);
                 for (int64_t i = 0; i < T * E; i++) logits[i] = normal();
             }
@@ -565,10 +587,23 @@ int cmd_run(int argc, char **argv) {
     if (ep) {
         ep_agreed = 1;
         if (!cli_ep_all_ok(1)) goto done;
-        cli_ep_job job = {layer,   ck,     &ml.mc,  placement, moeq_scheme_name(ml.sel.scheme),
-                          E,       H,      I,       x,         T,
-                          top_k,   ids,    weights, threads_given ? threads : 0,
-                          repeat,  out_path, check};
+        cli_ep_job job = {layer,
+                          ck,
+                          &ml.mc,
+                          placement,
+                          moeq_scheme_name(ml.sel.scheme),
+                          E,
+                          H,
+                          I,
+                          x,
+                          T,
+                          top_k,
+                          ids,
+                          weights,
+                          threads_given ? threads : 0,
+                          repeat,
+                          out_path,
+                          check};
         rc = cli_ep_run(&job);
         goto done;
     }

@@ -1491,10 +1491,11 @@ MOEQ_API void moeq_model_moe_route(const moeq_model_moe *m, moeq_route_config *o
 MOEQ_API size_t moeq_model_moe_summary(const moeq_model_moe *m, char *buf, size_t n);
 
 /* ------------------------------------------------------------------------ */
-/* [load] A whole checkpoint's MoE layers in one call (src/load/)            */
+/* [load] A whole checkpoint's MoE and linear layers (src/load/)            */
 /* ------------------------------------------------------------------------ */
 
-/* Every MoE layer of a checkpoint directory, loaded and finalized (docs/loading.md). */
+/* Every MoE layer and quantized linear module of a checkpoint directory,
+ * loaded and finalized (docs/loading.md). */
 typedef struct moeq_model moeq_model;
 
 /* One MoE layer of a checkpoint as moeq_model_load finds and creates it. */
@@ -1535,10 +1536,11 @@ MOEQ_API moeq_status moeq_model_layer_config(const moeq_config *cfg, const moeq_
 
 /* Progress of moeq_model_load, after each layer. */
 typedef struct moeq_model_progress {
-    uint32_t layers_done, layers; /* MoE layers finalized so far, and in all */
+    uint32_t layers_done, layers; /* layers (MoE and linear) finalized so far, and in all */
     uint64_t bytes_done, bytes;   /* their checkpoint bytes so far, and in all */
     double seconds;               /* since the load began */
     const char *layer;            /* the layer just finalized (valid during the call) */
+    int32_t linear;               /* 1: that layer is a linear module, 0: a MoE layer */
 } moeq_model_progress;
 /* Return 0 to go on, anything else to stop (moeq_model_load then fails with STATE). */
 typedef int32_t (*moeq_model_progress_fn)(const moeq_model_progress *p, void *user_data);
@@ -1548,12 +1550,13 @@ typedef struct moeq_model_load_options {
     const moeq_select_options *select; /* NULL: the defaults */
     moeq_model_progress_fn progress;   /* NULL: none */
     void *user_data;
+    int32_t moe_only; /* 1: the MoE layers alone, no linear module */
 } moeq_model_load_options;
 
 typedef struct moeq_model_load_summary {
     uint32_t layers;     /* MoE layers loaded */
     uint64_t experts;    /* experts over all of them */
-    uint64_t tensors;    /* checkpoint tensors read */
+    uint64_t tensors;    /* checkpoint tensors read (MoE and linear layers) */
     uint64_t bytes;      /* their bytes in the checkpoint */
     uint64_t resident;   /* bytes the finalized layers hold (packed codes and scales) */
     double seconds;      /* wall time of the whole call */
@@ -1561,19 +1564,31 @@ typedef struct moeq_model_load_summary {
     uint64_t rss_before; /* the process's resident bytes when the call began (0: unknown) */
     uint64_t rss_after;  /* ... when it returned */
     uint64_t peak_rss;   /* the process's peak resident bytes (VmHWM) at the end */
+    uint32_t linear_layers;   /* linear layers loaded (a fused one counts once) */
+    uint64_t linear_tensors;  /* the linear layers' share of tensors, */
+    uint64_t linear_bytes;    /* ... of bytes */
+    uint64_t linear_resident; /* ... and of resident */
 } moeq_model_load_summary;
 
 /* Opens the checkpoint directory `dir` (config.json and safetensors),
- * finds its MoE layers (moeq_model_find_layers) and creates, loads and
- * finalizes each (moeq_moe_load_finalize, opts->threads threads), reporting
- * progress after each layer; the checkpoint is closed before it returns.
- * *summary (may be NULL) is filled on success.  On failure nothing stays
- * allocated and the message names the layer (and the tensor, where one is at
- * fault).  OUT *out: destroy with moeq_model_destroy.
- * @return OK, INVALID_ARG, IO, CHECKPOINT (no MoE layer; a layer's tensors),
- *         STATE (the callback stopped it), and the statuses of
- *         moeq_config_load, moeq_checkpoint_open, moeq_model_layer_config and
- *         moeq_moe_load_finalize. */
+ * finds its MoE layers (moeq_model_find_layers) and, unless opts->moe_only,
+ * its quantized linear modules (the modules `moeq inspect` calls linear whose
+ * resolution is quantized: attention projections, shared experts, dense
+ * MLPs, a quantized lm_head), and creates, loads and finalizes each in layer
+ * order (MoE layers through moeq_moe_load_finalize on opts->threads
+ * threads), reporting progress after each layer.  A module's q/k/v_proj (or
+ * gate/up_proj) siblings that are all present, resolve alike and share
+ * in_features load as one fused layer, "<parent>.qkv_proj" ("gate_up_proj")
+ * with those shards; otherwise each loads alone.  The checkpoint is closed
+ * before it returns.  *summary (may be NULL) is filled on success.  On
+ * failure nothing stays allocated and the message names the layer (and the
+ * tensor, where one is at fault).  OUT *out: destroy with moeq_model_destroy.
+ * @return OK, INVALID_ARG, IO, CHECKPOINT (no MoE layer nor quantized linear
+ *         module; a layer's tensors), STATE (the callback stopped it), and
+ *         the statuses of moeq_config_load, moeq_checkpoint_open,
+ *         moeq_model_layer_config, moeq_moe_load_finalize, moeq_resolve,
+ *         moeq_dequantize (a linear module's shapes), moeq_linear_create,
+ *         moeq_linear_load_checkpoint and moeq_linear_finalize. */
 MOEQ_API moeq_status moeq_model_load(const char *dir, const moeq_model_load_options *opts,
                                      moeq_model **out, moeq_model_load_summary *summary,
                                      moeq_error *err);
@@ -1583,6 +1598,11 @@ MOEQ_API const moeq_config *moeq_model_config(const moeq_model *model);
 MOEQ_API uint32_t moeq_model_layer_count(const moeq_model *model);
 /* Layer i (finalized; owned by the model) and its prefix; NULL past the last. */
 MOEQ_API const moeq_moe *moeq_model_layer(const moeq_model *model, uint32_t i, const char **prefix);
+MOEQ_API uint32_t moeq_model_linear_count(const moeq_model *model);
+/* Linear layer i (finalized; owned by the model) and its name (the fused
+ * name for a fused layer), in layer order; NULL past the last. */
+MOEQ_API const moeq_linear *moeq_model_linear(const moeq_model *model, uint32_t i,
+                                              const char **name);
 /* [/load] */
 
 #ifdef __cplusplus

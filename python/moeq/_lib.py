@@ -369,6 +369,7 @@ class moeq_model_progress(ctypes.Structure):
         ("bytes", ctypes.c_uint64),
         ("seconds", ctypes.c_double),
         ("layer", ctypes.c_char_p),
+        ("linear", ctypes.c_int32),
     ]
 
 
@@ -382,6 +383,7 @@ class moeq_model_load_options(ctypes.Structure):
         ("select", ctypes.c_void_p),
         ("progress", MODEL_PROGRESS_FN),
         ("user_data", ctypes.c_void_p),
+        ("moe_only", ctypes.c_int32),
     ]
 
 
@@ -397,6 +399,10 @@ class moeq_model_load_summary(ctypes.Structure):
         ("rss_before", ctypes.c_uint64),
         ("rss_after", ctypes.c_uint64),
         ("peak_rss", ctypes.c_uint64),
+        ("linear_layers", ctypes.c_uint32),
+        ("linear_tensors", ctypes.c_uint64),
+        ("linear_bytes", ctypes.c_uint64),
+        ("linear_resident", ctypes.c_uint64),
     ]
 
 
@@ -564,6 +570,8 @@ PROTOTYPES = {
     "moeq_model_config": (_h, [_h], True),
     "moeq_model_layer_count": (ctypes.c_uint32, [_h], True),
     "moeq_model_layer": (_h, [_h, ctypes.c_uint32, ctypes.POINTER(ctypes.c_char_p)], True),
+    "moeq_model_linear_count": (ctypes.c_uint32, [_h], True),
+    "moeq_model_linear": (_h, [_h, ctypes.c_uint32, ctypes.POINTER(ctypes.c_char_p)], True),
     # the writer side: compressing weights, synthetic checkpoints
     "moeq_tensor_set_create": (_st, [_hp, _e], True),
     "moeq_tensor_set_destroy": (None, [_h], True),

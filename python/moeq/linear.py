@@ -1,21 +1,18 @@
 """Linear layers (moeq_linear_*): a quantized y = x W^T (+ bias), mirroring MoELayer."""
 
 import ctypes
-import threading
-import weakref
 
 import numpy as np
 
 from . import _errors
-from ._core import (Handle, Owner, SCHEMES, as_c_array, c_list, cstr, dtype_value, fill_tensor,
-                    format_value, int32, lookup, name_of, numpy_dtype, to_torch,
-                    torch_dtype_name, view, wants_torch)
-from ._lib import lib, moeq_linear_config, moeq_param, moeq_tensor
+from ._core import (SCHEMES, as_c_array, cstr, dtype_value, format_value, int32, lookup,
+                    name_of, to_torch, torch_dtype_name, wants_torch)
+from ._lib import lib, moeq_linear_config
 from .config import args_pointer
-from .moe import IO_DTYPES, LOAD_OUTCOMES, _default_context, _out_array, _param_dict
+from .moe import IO_DTYPES, _default_context, _Layer, _out_array
 
 
-class Linear(Owner):
+class Linear(_Layer):
     """One linear module (mirrors moeq_linear_config): y [T, out] = x [T, in] W^T (+ bias).
 
     Create, load() its checkpoint tensors ("<name>.weight_packed", ...; for a
@@ -28,6 +25,7 @@ class Linear(Owner):
     rows stack in that order.  Linear.from_config does all of that."""
 
     _what = "linear layer"
+    _c = "linear"
 
     def __init__(self, scheme, weights_args, input_args, format, in_features, out_features, *,
                  name, dequant_flags=0, has_bias=False, params_dtype=None, shards=None):
@@ -54,13 +52,10 @@ class Linear(Owner):
         out = ctypes.c_void_p()
         _errors.call(lib.moeq_linear_create, ctypes.byref(c), ctypes.byref(out))
         del keep_w, keep_a, names, outs  # the library copied what it keeps
-        self._handle = Handle(out.value, lib.moeq_linear_destroy)
+        self._own(out.value, lib.moeq_linear_destroy)
         self.name = name
         self.in_features = c.in_features
         self.out_features = c.out_features
-        self._finalized = False
-        self._lock = threading.Lock()
-        self._views = weakref.WeakSet()
 
     @classmethod
     def from_config(cls, config, name, in_features, out_features, shards=None, precedence="ct",
@@ -82,48 +77,11 @@ class Linear(Owner):
         """The scheme the layer runs."""
         return name_of(SCHEMES, self._call(lib.moeq_linear_scheme))
 
-    # ---- the manifest -----------------------------------------------------------
-
-    def params(self):
-        """The parameter manifest in engine names: one dict per parameter."""
-        h = self._live()
-        return [_param_dict(p)
-                for p in c_list(h, lib.moeq_linear_param_count, lib.moeq_linear_param,
-                                moeq_param)]
-
-    def param_array(self, name):
-        """A writable ndarray over a parameter's buffer (before finalize only)."""
-        h = self._live()
-        p = moeq_param()
-        if lib.moeq_linear_find_param(h.ptr, cstr(name, "name"), ctypes.byref(p)) != 0:
-            _errors.fail("NO_MATCH", f"{self.name}: no parameter named {name!r}")
-        if not p.data:
-            _errors.fail("STATE", f"{self.name}: parameter {name!r} has no buffer (released "
-                                  f"by finalize)")
-        arr, holder = view(p.data, numpy_dtype(p.dtype), p.shape[:p.ndim], False, h)
-        if holder is not None:
-            self._views.add(holder)
-        return arr
+    @property
+    def _label(self):
+        return self.name
 
     # ---- loading --------------------------------------------------------------
-
-    def _load_view(self, h, tensor):
-        outcome = ctypes.c_int32()
-        with self._lock:
-            _errors.call(lib.moeq_linear_load, h.ptr, ctypes.byref(tensor),
-                         ctypes.byref(outcome))
-        return LOAD_OUTCOMES[outcome.value]
-
-    def load(self, name, array, dtype=None):
-        """Loads one checkpoint tensor ("<module>.<param>") -> "loaded".
-
-        `array`: ndarray, CPU torch tensor or (dtype, ndarray), as MoELayer.load."""
-        h = self._live()
-        nb = cstr(name, "name")
-        dt, arr = as_c_array(array, dtype, what=f"tensor {name!r}")
-        t = moeq_tensor()
-        fill_tensor(t, nb, dt, arr)
-        return self._load_view(h, t)
 
     def load_checkpoint(self, checkpoint, names=None):
         """Loads the module's tensors (its shards', when fused) from `checkpoint`, straight
@@ -147,31 +105,6 @@ class Linear(Owner):
             n_loaded += 1
         del keep
         return {"loaded": n_loaded}
-
-    def missing(self):
-        """Full names of the checkpoint tensors not loaded yet."""
-        h = self._live()
-        out = ctypes.c_void_p()
-        count = ctypes.c_uint32()
-        with self._lock:
-            _errors.call(lib.moeq_linear_missing, h.ptr, ctypes.byref(out), ctypes.byref(count))
-        try:
-            listing = ctypes.string_at(out.value).decode("utf-8", "replace") if out.value else ""
-        finally:
-            lib.moeq_free(out)
-        return [line for line in listing.split("\n") if line]
-
-    def finalize(self):
-        """Checks completeness and converts the parameters for the kernels; the layer is then
-        immutable and apply() may run concurrently."""
-        h = self._live()
-        with self._lock:
-            if len(self._views):
-                _errors.fail("STATE", f"{self.name}: {len(self._views)} param_array() views "
-                                      f"are still alive; finalize releases their buffers "
-                                      f"(delete them first)")
-            _errors.call(lib.moeq_linear_finalize, h.ptr)
-            self._finalized = True
 
     # ---- the forward pass -----------------------------------------------------
 

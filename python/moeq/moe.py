@@ -96,7 +96,96 @@ def _out_array(out, shape, out_dt, torch_result):
     return out, arr
 
 
-class MoELayer(Owner):
+class _Layer(Owner):
+    """What MoELayer and Linear share: the manifest, loading one tensor, missing() and
+    finalize(), over the library's moeq_<_c>_* functions.  A subclass sets _c ("moe",
+    "linear") and _label (the layer's name in messages) and calls _own() once created."""
+
+    _c = None
+
+    def _own(self, ptr, destroy):
+        self._handle = Handle(ptr, destroy)
+        self._finalized = False
+        self._lock = threading.Lock()  # load/missing/finalize change or read unfinished state
+        self._views = weakref.WeakSet()  # live param_array() views, checked by finalize
+
+    def _fn(self, verb):
+        return getattr(lib, f"moeq_{self._c}_{verb}")
+
+    # ---- the manifest -----------------------------------------------------------
+
+    def params(self):
+        """The parameter manifest in engine names: one dict per parameter (name, dtype,
+        shape, ...)."""
+        h = self._live()
+        return [_param_dict(p)
+                for p in c_list(h, self._fn("param_count"), self._fn("param"), moeq_param)]
+
+    def param_array(self, name):
+        """A writable ndarray over a parameter's buffer (before finalize only).
+
+        finalize() refuses to run while such a view is alive, since it
+        releases the buffers."""
+        h = self._live()
+        p = moeq_param()
+        if self._fn("find_param")(h.ptr, cstr(name, "name"), ctypes.byref(p)) != 0:
+            _errors.fail("NO_MATCH", f"{self._label}: no parameter named {name!r}")
+        if not p.data:
+            _errors.fail("STATE", f"{self._label}: parameter {name!r} has no buffer (released "
+                                  f"by finalize)")
+        arr, holder = view(p.data, numpy_dtype(p.dtype), p.shape[:p.ndim], False, h)
+        if holder is not None:
+            self._views.add(holder)
+        return arr
+
+    # ---- loading --------------------------------------------------------------
+
+    def _load_view(self, h, tensor):
+        outcome = ctypes.c_int32()
+        with self._lock:
+            _errors.call(self._fn("load"), h.ptr, ctypes.byref(tensor), ctypes.byref(outcome))
+        return LOAD_OUTCOMES[outcome.value]
+
+    def load(self, name, array, dtype=None):
+        """Loads one checkpoint tensor -> "loaded" (or "skipped": an expert another rank
+        holds).
+
+        `array`: ndarray, CPU torch tensor (its dtype names itself: torch.bfloat16 is
+        BF16) or (dtype, ndarray); dtype overrides (e.g. "BF16" for uint16 bits)."""
+        h = self._live()
+        nb = cstr(name, "name")
+        dt, arr = as_c_array(array, dtype, what=f"tensor {name!r}")
+        t = moeq_tensor()
+        fill_tensor(t, nb, dt, arr)
+        return self._load_view(h, t)
+
+    def missing(self):
+        """Full names of the checkpoint tensors not loaded yet."""
+        h = self._live()
+        out = ctypes.c_void_p()
+        count = ctypes.c_uint32()
+        with self._lock:
+            _errors.call(self._fn("missing"), h.ptr, ctypes.byref(out), ctypes.byref(count))
+        try:
+            listing = ctypes.string_at(out.value).decode("utf-8", "replace") if out.value else ""
+        finally:
+            lib.moeq_free(out)
+        return [line for line in listing.split("\n") if line]
+
+    def finalize(self):
+        """Checks completeness and converts the parameters for the kernels; the layer is then
+        immutable and apply() may run concurrently."""
+        h = self._live()
+        with self._lock:
+            if len(self._views):
+                _errors.fail("STATE", f"{self._label}: {len(self._views)} param_array() views "
+                                      f"are still alive; finalize releases their buffers "
+                                      f"(delete them first)")
+            _errors.call(self._fn("finalize"), h.ptr)
+            self._finalized = True
+
+
+class MoELayer(_Layer):
     """One fused MoE layer (mirrors moeq_moe_config).
 
     Create, fill the parameters (load() checkpoint tensors, or write through
@@ -106,6 +195,7 @@ class MoELayer(Owner):
     resolution) or dicts; format: the resolution's format name."""
 
     _what = "MoE layer"
+    _c = "moe"
 
     def __init__(self, scheme, weights_args, input_args, format, num_experts, hidden_size,
                  intermediate_size, *, dequant_flags=0, prefix=None, proj_names=None,
@@ -143,13 +233,10 @@ class MoELayer(Owner):
         out = ctypes.c_void_p()
         _errors.call(lib.moeq_moe_create, ctypes.byref(c), ctypes.byref(out))
         del keep_w, keep_a, projs, emap  # the library copied what it keeps
-        self._handle = Handle(out.value, lib.moeq_moe_destroy)
+        self._own(out.value, lib.moeq_moe_destroy)
         self.prefix = prefix
         self.num_experts = c.num_experts
         self.hidden_size = c.hidden_size
-        self._finalized = False
-        self._lock = threading.Lock()  # load/missing/finalize change or read unfinished state
-        self._views = weakref.WeakSet()  # live param_array() views, checked by finalize
 
     @classmethod
     def from_config(cls, config, prefix, num_experts, hidden_size, intermediate_size,
@@ -168,50 +255,11 @@ class MoELayer(Owner):
         """The scheme the layer runs."""
         return name_of(SCHEMES, self._call(lib.moeq_moe_scheme))
 
-    # ---- the manifest -----------------------------------------------------------
-
-    def params(self):
-        """The parameter manifest: one dict per parameter (name, dtype, shape, ...)."""
-        h = self._live()
-        return [_param_dict(p)
-                for p in c_list(h, lib.moeq_moe_param_count, lib.moeq_moe_param, moeq_param)]
-
-    def param_array(self, name):
-        """A writable ndarray over a parameter's buffer (before finalize only).
-
-        finalize() refuses to run while such a view is alive, since it
-        releases the buffers."""
-        h = self._live()
-        p = moeq_param()
-        if lib.moeq_moe_find_param(h.ptr, cstr(name, "name"), ctypes.byref(p)) != 0:
-            _errors.fail("NO_MATCH", f"{self.prefix or 'MoE layer'}: no parameter named {name!r}")
-        if not p.data:
-            _errors.fail("STATE", f"{self.prefix or 'MoE layer'}: parameter {name!r} has no "
-                                  f"buffer (released by finalize)")
-        arr, holder = view(p.data, numpy_dtype(p.dtype), p.shape[:p.ndim], False, h)
-        if holder is not None:
-            self._views.add(holder)
-        return arr
+    @property
+    def _label(self):
+        return self.prefix or "MoE layer"
 
     # ---- loading --------------------------------------------------------------
-
-    def _load_view(self, h, tensor):
-        outcome = ctypes.c_int32()
-        with self._lock:
-            _errors.call(lib.moeq_moe_load, h.ptr, ctypes.byref(tensor), ctypes.byref(outcome))
-        return LOAD_OUTCOMES[outcome.value]
-
-    def load(self, name, array, dtype=None):
-        """Loads one checkpoint tensor ("<prefix>.<e>.<proj>.<param>") -> "loaded"/"skipped".
-
-        `array`: ndarray, CPU torch tensor (its dtype names itself: torch.bfloat16 is
-        BF16) or (dtype, ndarray); dtype overrides (e.g. "BF16" for uint16 bits)."""
-        h = self._live()
-        nb = cstr(name, "name")
-        dt, arr = as_c_array(array, dtype, what=f"tensor {name!r}")
-        t = moeq_tensor()
-        fill_tensor(t, nb, dt, arr)
-        return self._load_view(h, t)
 
     def load_checkpoint(self, checkpoint, names=None, progress=None):
         """Loads this layer's tensors from `checkpoint`, straight from the mapping.
@@ -241,31 +289,6 @@ class MoELayer(Owner):
             counts[self._load_view(h, t)] += 1
         del keep
         return counts
-
-    def missing(self):
-        """Full names of the checkpoint tensors not loaded yet."""
-        h = self._live()
-        out = ctypes.c_void_p()
-        count = ctypes.c_uint32()
-        with self._lock:
-            _errors.call(lib.moeq_moe_missing, h.ptr, ctypes.byref(out), ctypes.byref(count))
-        try:
-            listing = ctypes.string_at(out.value).decode("utf-8", "replace") if out.value else ""
-        finally:
-            lib.moeq_free(out)
-        return [line for line in listing.split("\n") if line]
-
-    def finalize(self):
-        """Checks completeness and converts the parameters for the kernels; the layer is then
-        immutable and apply() may run concurrently."""
-        h = self._live()
-        with self._lock:
-            if len(self._views):
-                _errors.fail("STATE", f"{self.prefix or 'MoE layer'}: {len(self._views)} "
-                                      f"param_array() views are still alive; finalize releases "
-                                      f"their buffers (delete them first)")
-            _errors.call(lib.moeq_moe_finalize, h.ptr)
-            self._finalized = True
 
     # ---- the forward pass -----------------------------------------------------
 

@@ -172,10 +172,12 @@ int main(void) {
     F(moeq_model_progress, layers_done); F(moeq_model_progress, layers);
     F(moeq_model_progress, bytes_done); F(moeq_model_progress, bytes);
     F(moeq_model_progress, seconds); F(moeq_model_progress, layer);
+    F(moeq_model_progress, linear);
     end();
     S(moeq_model_load_options);
     F(moeq_model_load_options, threads); F(moeq_model_load_options, select);
     F(moeq_model_load_options, progress); F(moeq_model_load_options, user_data);
+    F(moeq_model_load_options, moe_only);
     end();
     S(moeq_model_load_summary);
     F(moeq_model_load_summary, layers); F(moeq_model_load_summary, experts);
@@ -183,6 +185,8 @@ int main(void) {
     F(moeq_model_load_summary, resident); F(moeq_model_load_summary, seconds);
     F(moeq_model_load_summary, gb_per_s); F(moeq_model_load_summary, rss_before);
     F(moeq_model_load_summary, rss_after); F(moeq_model_load_summary, peak_rss);
+    F(moeq_model_load_summary, linear_layers); F(moeq_model_load_summary, linear_tensors);
+    F(moeq_model_load_summary, linear_bytes); F(moeq_model_load_summary, linear_resident);
     end();
     printf("\n}\n");
     return 0;

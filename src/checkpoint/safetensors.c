@@ -936,16 +936,23 @@ bool moeq__checkpoint_index_of(const moeq_checkpoint *ck, const char *name, uint
     return ck && name && index && find_index(ck, name, index);
 }
 
-uint64_t moeq__checkpoint_prefix_range(const moeq_checkpoint *ck, const char *prefix,
+/* name against the prefix "<module>." (module: m[0..n)): < 0 before it, 0
+ * when name starts with it, > 0 after it, in name order. */
+static int cmp_module(const char *name, const char *m, size_t n) {
+    int c = strncmp(name, m, n);
+    return c ? c : (int)(unsigned char)name[n] - '.';
+}
+
+uint64_t moeq__checkpoint_module_range(const moeq_checkpoint *ck, const char *module,
                                        uint64_t *first) {
     *first = 0;
-    if (!ck || !prefix) return 0;
-    size_t plen = strlen(prefix);
+    if (!ck || !module) return 0;
+    const size_t n = strlen(module);
     /* Names with the prefix form one run in name order: find its two ends. */
     uint64_t lo = 0, hi = ck->n_tensors;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (strcmp(ck->tensors[mid].name, prefix) < 0)
+        if (cmp_module(ck->tensors[mid].name, module, n) < 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -954,7 +961,7 @@ uint64_t moeq__checkpoint_prefix_range(const moeq_checkpoint *ck, const char *pr
     hi = ck->n_tensors;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (strncmp(ck->tensors[mid].name, prefix, plen) == 0)
+        if (cmp_module(ck->tensors[mid].name, module, n) == 0)
             lo = mid + 1;
         else
             hi = mid;

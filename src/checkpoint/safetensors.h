@@ -34,10 +34,11 @@ bool moeq__checkpoint_metadata_pair(const moeq_checkpoint *ckpt, uint32_t file, 
 const moeq_tensor *moeq__checkpoint_tensor_at(const moeq_checkpoint *ckpt, uint64_t i);
 /* Position of the tensor named `name` in name order; false when absent. */
 bool moeq__checkpoint_index_of(const moeq_checkpoint *ckpt, const char *name, uint64_t *index);
-/* The tensors whose names start with `prefix` are [*first, *first + count)
- * in name order (for example every tensor of "model.layers.3.mlp.experts.").
- * Returns count; *first is where they would be when count is 0. */
-uint64_t moeq__checkpoint_prefix_range(const moeq_checkpoint *ckpt, const char *prefix,
+/* The tensors named "<module>.<anything>" (every tensor under module
+ * `module`, its children's included: "model.layers.3.mlp.experts" gives
+ * every expert's) are [*first, *first + count) in name order.  Returns count;
+ * *first is where they would be when count is 0. */
+uint64_t moeq__checkpoint_module_range(const moeq_checkpoint *ckpt, const char *module,
                                        uint64_t *first);
 
 /* Drops the pages of [data, data + nbytes) (inside a mapped checkpoint file)

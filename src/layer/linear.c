@@ -60,20 +60,7 @@ int32_t moeq_linear_scheme(const moeq_linear *l) {
 moeq_status moeq_linear_config_init(moeq_linear_config *out, const moeq_config *cfg,
                                     const moeq_resolution *res, const moeq_selection *sel,
                                     moeq_error *err) {
-    if (!out || !cfg || !res || !sel) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "moeq_linear_config_init: %s is NULL",
-                           !out   ? "out"
-                           : !cfg ? "cfg"
-                           : !res ? "res"
-                                  : "sel");
-    }
-    memset(out, 0, sizeof *out);
-    out->scheme = sel->scheme;
-    out->weights = res->weights;
-    out->input_activations = res->input_activations;
-    out->format = res->format;
-    out->dequant_flags = moeq_config_dequant_flags(cfg);
-    return MOEQ_STATUS_OK;
+    return moeq__layer_config_init("moeq_linear_config_init", out, sizeof *out, cfg, res, sel, err);
 }
 
 static moeq_status check_config(const moeq_linear_config *c, moeq_error *err) {
@@ -231,6 +218,12 @@ fail:
     return st;
 }
 
+uint64_t moeq__linear_bytes(moeq_linear *l) {
+    uint64_t b = 0;
+    for (int32_t j = 0; j < l->n; j++) b += moeq__moe_expert_bytes(l->sh[j], 0);
+    return b;
+}
+
 int32_t moeq__linear_shards(const moeq_linear *l) {
     return l->n;
 }
@@ -348,6 +341,43 @@ moeq_status moeq_linear_missing(const moeq_linear *l, char **out_list, uint32_t 
     return MOEQ_STATUS_OK;
 }
 
+/* Loads every tensor "<module of shard j>.*" through moeq_linear_load. */
+static moeq_status load_shard(moeq_linear *l, int32_t j, const moeq_checkpoint *ckpt,
+                              uint64_t *out_loaded, moeq_error *err) {
+    uint64_t first = 0;
+    uint64_t n = moeq__checkpoint_module_range(ckpt, l->module[j], &first);
+    if (n == 0) {
+        return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
+                           "%s: the checkpoint has no tensor named %s.<param>%s", l->name,
+                           l->module[j], l->n > 1 ? " (a shard of this fused module)" : "");
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        const moeq_tensor *t = moeq__checkpoint_tensor_at(ckpt, first + i);
+        moeq_status st = moeq_linear_load(l, t, NULL, err);
+        if (st != MOEQ_STATUS_OK) {
+            if (t->file) moeq__error_prefix(err, st, "%s", t->file);
+            return st;
+        }
+        if (out_loaded) (*out_loaded)++;
+    }
+    return MOEQ_STATUS_OK;
+}
+
+/* CHECKPOINT naming what is missing (of shard j only when j >= 0). */
+static moeq_status check_complete(const moeq_linear *l, int32_t j, moeq_error *err) {
+    char *missing = NULL;
+    uint32_t count = 0;
+    moeq_status st = j < 0 ? moeq_linear_missing(l, &missing, &count, err)
+                           : moeq_moe_missing(l->sh[j], &missing, &count, err);
+    if (st == MOEQ_STATUS_OK && count) {
+        st = moeq__error(err, MOEQ_STATUS_CHECKPOINT,
+                         "%s: %u tensor%s missing from the checkpoint:\n%s", l->name, count,
+                         count == 1 ? " is" : "s are", missing);
+    }
+    moeq_free(missing);
+    return st;
+}
+
 moeq_status moeq_linear_load_checkpoint(moeq_linear *l, const moeq_checkpoint *ckpt,
                                         uint64_t *out_loaded, moeq_error *err) {
     if (out_loaded) *out_loaded = 0;
@@ -355,39 +385,40 @@ moeq_status moeq_linear_load_checkpoint(moeq_linear *l, const moeq_checkpoint *c
         return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s is NULL", !l ? "layer" : "checkpoint");
     }
     for (int32_t j = 0; j < l->n; j++) {
-        moeq__sb dotted;
-        moeq__sb_init(&dotted);
-        moeq__sb_printf(&dotted, "%s.", l->module[j]);
-        if (dotted.failed) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory");
-        uint64_t first = 0;
-        uint64_t n = moeq__checkpoint_prefix_range(ckpt, dotted.data, &first);
-        moeq__sb_free(&dotted);
-        if (n == 0) {
-            return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
-                               "%s: the checkpoint has no tensor named %s.<param>%s", l->name,
-                               l->module[j], l->n > 1 ? " (a shard of this fused module)" : "");
-        }
-        for (uint64_t i = 0; i < n; i++) {
-            const moeq_tensor *t = moeq__checkpoint_tensor_at(ckpt, first + i);
-            moeq_status st = moeq_linear_load(l, t, NULL, err);
-            if (st != MOEQ_STATUS_OK) {
-                if (t->file) moeq__error_prefix(err, st, "%s", t->file);
-                return st;
-            }
-            if (out_loaded) (*out_loaded)++;
-        }
+        moeq_status st = load_shard(l, j, ckpt, out_loaded, err);
+        if (st != MOEQ_STATUS_OK) return st;
     }
-    char *missing = NULL;
-    uint32_t count = 0;
-    moeq_status st = moeq_linear_missing(l, &missing, &count, err);
-    if (st != MOEQ_STATUS_OK) return st;
-    if (count) {
-        st = moeq__error(err, MOEQ_STATUS_CHECKPOINT,
-                         "%s: %u tensor%s missing from the checkpoint:\n%s", l->name, count,
-                         count == 1 ? " is" : "s are", missing);
-    }
-    moeq_free(missing);
+    return check_complete(l, -1, err);
+}
+
+typedef struct shard_load {
+    moeq_linear *l;
+    const moeq_checkpoint *ckpt;
+    int32_t j;
+} shard_load;
+
+static moeq_status load_finalize_shard(moeq_moe *sh, void *vp, bool again, moeq_error *err) {
+    (void)again;
+    const shard_load *a = vp;
+    moeq_status st = load_shard(a->l, a->j, a->ckpt, NULL, err);
+    if (st == MOEQ_STATUS_OK) st = check_complete(a->l, a->j, err);
+    if (st == MOEQ_STATUS_OK) st = moeq_moe_finalize(sh, err);
     return st;
+}
+
+moeq_status moeq__linear_load_finalize(moeq_linear *l, const moeq_checkpoint *ckpt, int32_t threads,
+                                       moeq_error *err) {
+    if (l->finalized) {
+        return moeq__error(err, MOEQ_STATUS_STATE, "%s: the layer is already finalized", l->name);
+    }
+    for (int32_t j = 0; j < l->n; j++) {
+        shard_load a = {l, ckpt, j};
+        moeq_status st = moeq__moe_load_finalize_with(l->sh[j], ckpt, l->module[j], threads,
+                                                      load_finalize_shard, &a, err);
+        if (st != MOEQ_STATUS_OK) return st;
+    }
+    l->finalized = true;
+    return MOEQ_STATUS_OK;
 }
 
 /* ---- finalize ---------------------------------------------------------------------------- */

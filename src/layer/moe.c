@@ -9,6 +9,7 @@
 #include "checkpoint/dequant.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #if defined(__GLIBC__)
@@ -221,23 +222,45 @@ static moeq_status build_expert_map(moeq_moe *l, const moeq_moe_config *c, moeq_
     return MOEQ_STATUS_OK;
 }
 
-moeq_status moeq_moe_config_init(moeq_moe_config *out, const moeq_config *cfg,
-                                 const moeq_resolution *res, const moeq_selection *sel,
-                                 moeq_error *err) {
+/* What moeq_moe_config and moeq_linear_config share: their first five
+ * fields, filled through this one struct. */
+typedef struct layer_head {
+    int32_t scheme;
+    const moeq_quant_args *weights;
+    const moeq_quant_args *input_activations;
+    int32_t format;
+    uint32_t dequant_flags;
+} layer_head;
+
+#define HEAD_AT(T, f) (offsetof(T, f) == offsetof(layer_head, f))
+#define HEAD_OF(T)                                                                                 \
+    (HEAD_AT(T, scheme) && HEAD_AT(T, weights) && HEAD_AT(T, input_activations) &&                 \
+     HEAD_AT(T, format) && HEAD_AT(T, dequant_flags) && sizeof(T) >= sizeof(layer_head))
+_Static_assert(HEAD_OF(moeq_moe_config), "moeq_moe_config must start with layer_head's fields");
+_Static_assert(HEAD_OF(moeq_linear_config),
+               "moeq_linear_config must start with layer_head's fields");
+
+moeq_status moeq__layer_config_init(const char *fn, void *out, size_t size, const moeq_config *cfg,
+                                    const moeq_resolution *res, const moeq_selection *sel,
+                                    moeq_error *err) {
     if (!out || !cfg || !res || !sel) {
-        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "moeq_moe_config_init: %s is NULL",
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "%s: %s is NULL", fn,
                            !out   ? "out"
                            : !cfg ? "cfg"
                            : !res ? "res"
                                   : "sel");
     }
-    memset(out, 0, sizeof *out);
-    out->scheme = sel->scheme;
-    out->weights = res->weights;
-    out->input_activations = res->input_activations;
-    out->format = res->format;
-    out->dequant_flags = moeq_config_dequant_flags(cfg);
+    const layer_head h = {sel->scheme, res->weights, res->input_activations, res->format,
+                          moeq_config_dequant_flags(cfg)};
+    memset(out, 0, size);
+    memcpy(out, &h, sizeof h);
     return MOEQ_STATUS_OK;
+}
+
+moeq_status moeq_moe_config_init(moeq_moe_config *out, const moeq_config *cfg,
+                                 const moeq_resolution *res, const moeq_selection *sel,
+                                 moeq_error *err) {
+    return moeq__layer_config_init("moeq_moe_config_init", out, sizeof *out, cfg, res, sel, err);
 }
 
 /* The parameter manifest: the scheme's, plus the biases when asked. */

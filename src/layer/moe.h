@@ -56,10 +56,37 @@ struct moeq_ctx {
  * Applied with ids and weights NULL and top_k 1: token t is row t of the
  * projection's input, and out row t its output (+ bias). */
 moeq_status moeq__moe_create_linear(const moeq_moe_config *cfg, moeq_moe **out, moeq_error *err);
+/* moeq_moe_config_init and moeq_linear_config_init (both configs begin
+ * with the same five fields, asserted in moe.c): checks the arguments
+ * (messages name `fn`), zeroes the `size` bytes of out, then sets scheme,
+ * weights, input_activations, format and dequant_flags from the selection,
+ * the resolution and cfg. */
+moeq_status moeq__layer_config_init(const char *fn, void *out, size_t size, const moeq_config *cfg,
+                                    const moeq_resolution *res, const moeq_selection *sel,
+                                    moeq_error *err);
 /* A linear layer's shards (linear.c), for benchmarks and tests that fill
  * their parameters directly: the count, and shard j's layer. */
 int32_t moeq__linear_shards(const moeq_linear *l);
 moeq_moe *moeq__linear_shard(moeq_linear *l, int32_t j);
+/* Loads a layer's tensors and finalizes it (again: the second, copying pass). */
+typedef moeq_status (*moeq__moe_loader)(moeq_moe *l, void *ctx, bool again, moeq_error *err);
+/* What moeq_moe_load_finalize does around the loading (moe_checkpoint.c):
+ * load(l, ctx) with 2-D slices borrowed from the checkpoint where the scheme
+ * allows, finalize and packing on `threads` threads, load again copying when
+ * a projection does not pack, then the borrowed slices released and the
+ * pages of the tensors under "<drop>." dropped.  On failure l is reset (no
+ * pointer into the checkpoint remains).  Arguments checked by the caller. */
+moeq_status moeq__moe_load_finalize_with(moeq_moe *l, const moeq_checkpoint *ckpt, const char *drop,
+                                         int32_t threads, moeq__moe_loader load, void *ctx,
+                                         moeq_error *err);
+/* moeq_linear_load_checkpoint and moeq_linear_finalize, shard by shard the
+ * way moeq_moe_load_finalize loads a MoE layer (in place, on `threads`
+ * threads).  On failure the layer is left unfinished: destroy it. */
+moeq_status moeq__linear_load_finalize(moeq_linear *l, const moeq_checkpoint *ckpt, int32_t threads,
+                                       moeq_error *err);
+/* Bytes the fast path reads for a finalized linear layer (codes and scales
+ * of every shard, biases excluded): moeq__moe_expert_bytes summed. */
+uint64_t moeq__linear_bytes(moeq_linear *l);
 /* moeq_moe_load after the name is parsed: tensor t (named t->name in
  * messages) is checkpoint parameter `suffix` of global expert `global`'s
  * projection `shard`. */

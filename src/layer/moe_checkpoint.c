@@ -27,14 +27,8 @@ moeq_status moeq_moe_load_checkpoint(moeq_moe *l, const moeq_checkpoint *ckpt, c
     if (l->finalized) {
         return moeq__error(err, MOEQ_STATUS_STATE, "%s: the layer is already finalized", p);
     }
-    moeq__sb dotted;
-    moeq__sb_init(&dotted);
-    moeq__sb_puts(&dotted, p);
-    moeq__sb_putc(&dotted, '.');
-    if (dotted.failed) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory");
     uint64_t first = 0;
-    uint64_t n = moeq__checkpoint_prefix_range(ckpt, dotted.data, &first);
-    moeq__sb_free(&dotted);
+    uint64_t n = moeq__checkpoint_module_range(ckpt, p, &first);
     if (n == 0) {
         return moeq__error(err, MOEQ_STATUS_CHECKPOINT,
                            "%s: the checkpoint has no tensor named %s.<expert>.<proj>.<param>", p,
@@ -87,26 +81,64 @@ static bool borrows(const moeq_moe *l) {
 
 /* Gives back the checkpoint pages of every tensor under "<p>.". */
 static void drop_pages(const moeq_checkpoint *ckpt, const char *p) {
-    moeq__sb dotted;
-    moeq__sb_init(&dotted);
-    moeq__sb_puts(&dotted, p);
-    moeq__sb_putc(&dotted, '.');
-    if (dotted.failed) return;
     uint64_t first = 0;
-    uint64_t n = moeq__checkpoint_prefix_range(ckpt, dotted.data, &first);
-    moeq__sb_free(&dotted);
+    uint64_t n = moeq__checkpoint_module_range(ckpt, p, &first);
     for (uint64_t i = 0; i < n; i++) {
         const moeq_tensor *t = moeq__checkpoint_tensor_at(ckpt, first + i);
         moeq__checkpoint_drop(t->data, t->nbytes);
     }
 }
 
-static moeq_status load_finalize(moeq_moe *l, const moeq_checkpoint *ckpt, const char *prefix,
-                                 moeq_progress_fn progress, void *user_data, moeq_error *err) {
-    moeq_status st =
-        moeq_moe_load_checkpoint(l, ckpt, prefix, progress, user_data, NULL, NULL, err);
+typedef struct prefix_load {
+    const moeq_checkpoint *ckpt;
+    const char *prefix;
+    moeq_progress_fn progress;
+    void *user_data;
+} prefix_load;
+
+static moeq_status load_prefix(moeq_moe *l, void *vp, bool again, moeq_error *err) {
+    const prefix_load *a = vp;
+    moeq_status st = moeq_moe_load_checkpoint(l, a->ckpt, a->prefix, again ? NULL : a->progress,
+                                              again ? NULL : a->user_data, NULL, NULL, err);
     if (st == MOEQ_STATUS_OK) st = moeq_moe_finalize(l, err);
     return st;
+}
+
+moeq_status moeq__moe_load_finalize_with(moeq_moe *l, const moeq_checkpoint *ckpt, const char *drop,
+                                         int32_t threads, moeq__moe_loader load, void *ctx,
+                                         moeq_error *err) {
+    moeq_status st = MOEQ_STATUS_OK;
+    moeq__pool *pool = NULL;
+    if (threads > 1) {
+        pool = moeq__pool_create(threads, &st);
+        if (!pool) return moeq__error(err, st, "cannot start %d loader threads", (int)threads);
+    }
+    /* A scheme with a custom loader may read its parameters itself: copy. */
+    l->borrow = true;
+    for (uint32_t i = 0; i < l->n_params; i++) {
+        if (l->params[i].load) l->borrow = false;
+    }
+    l->workers = pool;
+    st = load(l, ctx, false, err);
+    if (st == MOEQ_STATUS_OK && !l->all_packed && borrows(l)) {
+        /* the unpacked projections read their codes where they lie: copy them in */
+        st = moeq__moe_reset(l, err);
+        if (st == MOEQ_STATUS_OK) st = load(l, ctx, true, err);
+    }
+    l->workers = NULL;
+    l->borrow = false;
+    moeq__pool_destroy(pool);
+    if (st != MOEQ_STATUS_OK) {
+        /* nothing may point into the checkpoint once the call returns */
+        moeq__moe_reset(l, NULL);
+        return st;
+    }
+    for (uint32_t i = 0; i < l->n_params; i++) {
+        moeq__free(l->params[i].borrowed);
+        l->params[i].borrowed = NULL;
+    }
+    drop_pages(ckpt, drop);
+    return MOEQ_STATUS_OK;
 }
 
 moeq_status moeq_moe_load_finalize(moeq_moe *l, const moeq_checkpoint *ckpt, const char *prefix,
@@ -123,36 +155,7 @@ moeq_status moeq_moe_load_finalize(moeq_moe *l, const moeq_checkpoint *ckpt, con
         return moeq__error(err, MOEQ_STATUS_STATE, "%s: the layer is already finalized",
                            l->prefix ? l->prefix : "MoE layer");
     }
-    moeq_status st = MOEQ_STATUS_OK;
-    moeq__pool *pool = NULL;
-    if (threads > 1) {
-        pool = moeq__pool_create(threads, &st);
-        if (!pool) return moeq__error(err, st, "cannot start %d loader threads", (int)threads);
-    }
-    /* A scheme with a custom loader may read its parameters itself: copy. */
-    l->borrow = true;
-    for (uint32_t i = 0; i < l->n_params; i++) {
-        if (l->params[i].load) l->borrow = false;
-    }
-    l->workers = pool;
-    st = load_finalize(l, ckpt, prefix, progress, user_data, err);
-    if (st == MOEQ_STATUS_OK && !l->all_packed && borrows(l)) {
-        /* the unpacked projections read their codes where they lie: copy them in */
-        st = moeq__moe_reset(l, err);
-        if (st == MOEQ_STATUS_OK) st = load_finalize(l, ckpt, prefix, NULL, NULL, err);
-    }
-    l->workers = NULL;
-    l->borrow = false;
-    moeq__pool_destroy(pool);
-    if (st != MOEQ_STATUS_OK) {
-        /* nothing may point into the checkpoint once the call returns */
-        moeq__moe_reset(l, NULL);
-        return st;
-    }
-    for (uint32_t i = 0; i < l->n_params; i++) {
-        moeq__free(l->params[i].borrowed);
-        l->params[i].borrowed = NULL;
-    }
-    drop_pages(ckpt, prefix && prefix[0] ? prefix : l->prefix);
-    return MOEQ_STATUS_OK;
+    prefix_load a = {ckpt, prefix, progress, user_data};
+    return moeq__moe_load_finalize_with(l, ckpt, prefix && prefix[0] ? prefix : l->prefix, threads,
+                                        load_prefix, &a, err);
 }

@@ -15,6 +15,7 @@
 #include "report/inspect.h"
 
 #include "checkpoint/dequant.h"
+#include "checkpoint/modules.h"
 #include "checkpoint/safetensors.h"
 #include "layer/moe.h"
 
@@ -22,8 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_EXPERT_ID 1000000u
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -38,22 +37,6 @@ static uint32_t hash_bytes(const char *s, size_t n) {
 
 static bool eq(const char *a, size_t an, const char *b, size_t bn) {
     return an == bn && memcmp(a, b, an) == 0;
-}
-
-/* The last dotted component of name[0..n). */
-static const char *last_component(const char *name, size_t n, size_t *len) {
-    size_t s = n;
-    while (s > 0 && name[s - 1] != '.') s--;
-    *len = n - s;
-    return name + s;
-}
-
-static bool contains(const char *s, size_t n, const char *needle) {
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++) {
-        if (memcmp(s + i, needle, k) == 0) return true;
-    }
-    return false;
 }
 
 /* Natural order: digit runs compare as numbers, so layers.2 < layers.10. */
@@ -86,7 +69,8 @@ static int natcmp(const char *a, size_t an, const char *b, size_t bn) {
 static void shape_text(const moeq_tensor *t, char *buf, size_t n) {
     size_t len = (size_t)snprintf(buf, n, "[");
     for (int32_t i = 0; i < t->ndim && len < n; i++) {
-        len += (size_t)snprintf(buf + len, n - len, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        len +=
+            (size_t)snprintf(buf + len, n - len, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
     }
     if (len < n) snprintf(buf + len, n - len, "]");
 }
@@ -218,36 +202,6 @@ static moeq_status collect_modules(inspect *in) {
     return MOEQ_STATUS_OK;
 }
 
-/* "P.<e>.<proj>" with P ending in "experts": sets *prefix_len and *id. */
-static bool expert_name(const char *name, size_t len, size_t *prefix_len, uint32_t *id) {
-    size_t plen;
-    last_component(name, len, &plen);
-    if (plen == 0 || plen >= len) return false;
-    size_t id_end = len - plen - 1; /* the dot before <proj> */
-    size_t s = id_end;
-    while (s > 0 && name[s - 1] != '.') s--;
-    if (s == 0 || s == id_end || id_end - s > 7) return false;
-    if (name[s] == '0' && id_end - s > 1) return false; /* canonical ids only */
-    uint32_t v = 0;
-    for (size_t i = s; i < id_end; i++) {
-        if (name[i] < '0' || name[i] > '9') return false;
-        v = v * 10u + (uint32_t)(name[i] - '0');
-    }
-    if (v > MAX_EXPERT_ID) return false;
-    size_t pl = s - 1; /* the prefix ends before the dot */
-    size_t clen;
-    const char *comp = last_component(name, pl, &clen);
-    if (clen < 7 || memcmp(comp + clen - 7, "experts", 7) != 0) return false;
-    *prefix_len = pl;
-    *id = v;
-    return true;
-}
-
-static bool is_payload(const char *param) {
-    int32_t p = moeq__ct_param_from_name(param, strlen(param));
-    return p > MOEQ__CT_WEIGHT && p < MOEQ__CT_WEIGHT_PARAM_COUNT;
-}
-
 static moeq_status add_layer(inspect *in, const char *prefix, size_t len, uint32_t *out) {
     uint32_t h = hash_bytes(prefix, len) & in->layer_mask;
     while (in->layer_slots[h]) {
@@ -302,17 +256,17 @@ static moeq_status classify(inspect *in) {
     if (!in->layer_slots) return nomem(in);
     for (uint32_t i = 0; i < in->n_mods; i++) {
         imod *m = &in->mods[i];
-        bool weight2d = false;
+        moeq__module_traits tr = {false, false, false};
         for (uint32_t k = 0; k < m->count; k++) {
             const moeq_tensor *t = moeq__checkpoint_tensor_at(in->ckpt, in->members[m->first + k]);
-            const char *p = param_of(t->name);
-            if (is_payload(p)) m->payload = true;
-            if (strcmp(p, "weight") == 0 && t->ndim == 2) weight2d = true;
-            if (strcmp(p, "bias") == 0) m->bias = true;
+            moeq__module_note(&tr, param_of(t->name), t->ndim);
         }
-        size_t plen;
-        uint32_t id;
-        if (expert_name(m->name, m->len, &plen, &id)) {
+        m->payload = tr.payload;
+        m->bias = tr.bias;
+        size_t plen = 0;
+        uint32_t id = 0;
+        m->kind = moeq__module_kind(m->name, m->len, &tr, &plen, &id);
+        if (m->kind == MOEQ_MODULE_EXPERT) {
             uint32_t li = 0;
             moeq_status st = add_layer(in, m->name, plen, &li);
             if (st != MOEQ_STATUS_OK) return st;
@@ -337,21 +291,10 @@ static moeq_status classify(inspect *in) {
                 l->proj_len[s] = (uint32_t)pjl;
                 l->n_proj++;
             }
-            m->kind = MOEQ_MODULE_EXPERT;
             m->layer = (int32_t)li;
             m->expert = id;
             m->proj = s < l->n_proj ? (int32_t)s : -1;
             in->sum.expert_modules++;
-            continue;
-        }
-        size_t clen;
-        const char *comp = last_component(m->name, m->len, &clen);
-        if (contains(comp, clen, "embed")) {
-            m->kind = MOEQ_MODULE_OTHER;
-        } else if (m->payload || weight2d) {
-            m->kind = MOEQ_MODULE_LINEAR;
-        } else {
-            m->kind = MOEQ_MODULE_OTHER;
         }
     }
     /* Attention modules: the parents of k_proj, v_proj, qkv_proj and kv_b_proj. */
@@ -361,8 +304,8 @@ static moeq_status classify(inspect *in) {
     for (uint32_t i = 0; i < in->n_mods; i++) {
         imod *m = &in->mods[i];
         size_t clen;
-        const char *comp = last_component(m->name, m->len, &clen);
-        if (contains(comp, clen, "attn")) m->attn_named = true;
+        const char *comp = moeq__last_component(m->name, m->len, &clen);
+        if (moeq__name_contains(comp, clen, "attn")) m->attn_named = true;
         if (clen == m->len) continue;
         for (size_t k = 0; k < MOEQ__ARRAY_LEN(kv_children); k++) {
             if (eq(comp, clen, kv_children[k], strlen(kv_children[k]))) {
@@ -376,7 +319,8 @@ static moeq_status classify(inspect *in) {
     qsort(in->attn, in->n_attn, sizeof *in->attn, cmp_strref);
     uint32_t n = 0;
     for (uint32_t i = 0; i < in->n_attn; i++) {
-        if (n > 0 && eq(in->attn[n - 1].p, in->attn[n - 1].n, in->attn[i].p, in->attn[i].n)) continue;
+        if (n > 0 && eq(in->attn[n - 1].p, in->attn[n - 1].n, in->attn[i].p, in->attn[i].n))
+            continue;
         in->attn[n++] = in->attn[i];
     }
     in->n_attn = n;
@@ -491,7 +435,8 @@ static moeq_status plan_layer(inspect *in, ilayer *l, moeq__plan_row *row) {
         int32_t slot[3] = {-1, -1, -1};
         for (int k = 0; k < 3; k++) {
             for (uint32_t j = 0; j < l->n_proj; j++) {
-                if (eq(l->proj[j], l->proj_len[j], sets[s][k], strlen(sets[s][k]))) slot[k] = (int32_t)j;
+                if (eq(l->proj[j], l->proj_len[j], sets[s][k], strlen(sets[s][k])))
+                    slot[k] = (int32_t)j;
             }
         }
         if (slot[0] >= 0 && slot[1] >= 0 && slot[2] >= 0) memcpy(l->triple, slot, sizeof slot);
@@ -507,7 +452,8 @@ static moeq_status plan_layer(inspect *in, ilayer *l, moeq__plan_row *row) {
         moeq__error(&e, MOEQ_STATUS_UNSUPPORTED,
                     "MoE layer \"%s\": expert projections %s%s; expected gate_proj, up_proj and "
                     "down_proj (or w1, w3 and w2)",
-                    l->prefix, found.data ? found.data : "", l->n_proj == MAX_PROJ ? " and more" : "");
+                    l->prefix, found.data ? found.data : "",
+                    l->n_proj == MAX_PROJ ? " and more" : "");
         moeq__sb_free(&found);
         return row_error(in, row, &e);
     }
@@ -578,8 +524,8 @@ static moeq_status plan_module(inspect *in, imod *m, moeq__plan_row *row) {
     row->scheme = -1;
     moeq_error e;
     moeq_error_clear(&e);
-    moeq_status st = moeq__resolve_name(in->cfg, in->scratch, m->name, m->len, m->kind, in->ro,
-                                        &row->res, &e);
+    moeq_status st =
+        moeq__resolve_name(in->cfg, in->scratch, m->name, m->len, m->kind, in->ro, &row->res, &e);
     if (st == MOEQ_STATUS_NOMEM) return nomem(in);
     if (st != MOEQ_STATUS_OK) return row_error(in, row, &e);
     if (row->res.flags & MOEQ_RESOLVE_ORDER_DISAGREES) {
@@ -626,9 +572,9 @@ static moeq_status plan_rows(inspect *in) {
         moeq__plan_row *row = &in->rows[r];
         row->engine.engine = in->engine;
         if (in->engine && row->kind == MOEQ__ROW_MOE) {
-            moeq_status st = moeq__engine_judge(in->engine, in->scratch, row->name, row->name_len,
-                                                &row->res, row->scheme, row->error != NULL,
-                                                &row->engine, in->err);
+            moeq_status st =
+                moeq__engine_judge(in->engine, in->scratch, row->name, row->name_len, &row->res,
+                                   row->scheme, row->error != NULL, &row->engine, in->err);
             if (st != MOEQ_STATUS_OK) return st;
         }
         if (row->warning) in->sum.warnings++;
@@ -645,8 +591,8 @@ static moeq_status plan_rows(inspect *in) {
 /* Parameters every module may hold besides its weight: biases of routers and
  * layers, attention sinks (gpt-oss), rotary buffers of older checkpoints and
  * the state parameters of state-space / linear-attention layers. */
-static const char *const k_extras[] = {"bias",  "e_score_correction_bias", "expert_bias", "sinks",
-                                       "inv_freq", "A_log", "dt_bias", "D"};
+static const char *const k_extras[] = {
+    "bias", "e_score_correction_bias", "expert_bias", "sinks", "inv_freq", "A_log", "dt_bias", "D"};
 
 /* kv-cache scales on attention modules (spec §1.7-1.8). */
 static const char *const k_kv_scales[] = {"k_scale", "v_scale", "q_scale"};
@@ -694,7 +640,8 @@ static moeq_status expect(inspect *in, const imod *m, const moeq_resolution *r, 
             snprintf(a->where, sizeof a->where,
                      "module stores no quantized weight, so it is read as not quantized");
         } else {
-            snprintf(a->where, sizeof a->where, "no config target matches the module (not quantized)");
+            snprintf(a->where, sizeof a->where,
+                     "no config target matches the module (not quantized)");
         }
         return MOEQ_STATUS_OK;
     }
@@ -734,7 +681,8 @@ static void why_unconsumed(const acct *a, int32_t p, char *buf, size_t n) {
         if (p == MOEQ__CT_WEIGHT_ZERO_POINT && w && w->symmetric) {
             snprintf(buf, n, "%s are symmetric: nothing reads a zero point", a->where);
         } else if (p == MOEQ__CT_WEIGHT && (a->w.required & MOEQ__CT_BIT(MOEQ__CT_WEIGHT_PACKED))) {
-            snprintf(buf, n, "%s store the weight as weight_packed: nothing reads weight", a->where);
+            snprintf(buf, n, "%s store the weight as weight_packed: nothing reads weight",
+                     a->where);
         } else if (p == MOEQ__CT_WEIGHT_G_IDX) {
             snprintf(buf, n, "%s have no g_idx (only group strategies read one)", a->where);
         } else {
@@ -746,14 +694,16 @@ static void why_unconsumed(const acct *a, int32_t p, char *buf, size_t n) {
     const char *which = output ? "output" : "input";
     const moeq_quant_args *act = output ? r->output_activations : r->input_activations;
     if (!act) {
-        snprintf(buf, n, "group %s has no %s_activations: nothing reads %s", r->group_name, which, pn);
+        snprintf(buf, n, "group %s has no %s_activations: nothing reads %s", r->group_name, which,
+                 pn);
         return;
     }
     args_text(act, args, sizeof args);
     moeq__ct_params set = moeq__ct_activation_params(act, output);
     if (act->dynamic == MOEQ_DYNAMIC_TRUE) {
         snprintf(buf, n, "%s activations are dynamic (%s): nothing reads %s", which, args, pn);
-    } else if ((p == MOEQ__CT_INPUT_ZERO_POINT || p == MOEQ__CT_OUTPUT_ZERO_POINT) && act->symmetric) {
+    } else if ((p == MOEQ__CT_INPUT_ZERO_POINT || p == MOEQ__CT_OUTPUT_ZERO_POINT) &&
+               act->symmetric) {
         snprintf(buf, n, "%s activations are symmetric (%s): nothing reads %s", which, args, pn);
     } else {
         moeq__ct_params_text(set.required, have, sizeof have);
@@ -764,8 +714,8 @@ static void why_unconsumed(const acct *a, int32_t p, char *buf, size_t n) {
 /* A consumed scale or global scale: a float scalar (tensor strategy) that is
  * finite (the value is read only when validating values). */
 static moeq_status check_scalar(inspect *in, const moeq_tensor *t, bool need_f32, bool scalar) {
-    bool fl = t->dtype == MOEQ_DTYPE_F32 || (!need_f32 && (t->dtype == MOEQ_DTYPE_F16 ||
-                                                           t->dtype == MOEQ_DTYPE_BF16));
+    bool fl = t->dtype == MOEQ_DTYPE_F32 ||
+              (!need_f32 && (t->dtype == MOEQ_DTYPE_F16 || t->dtype == MOEQ_DTYPE_BF16));
     if (!fl) {
         return add_issue(in, &in->errors, t->name, module_len(t->name), NULL, MOEQ_STATUS_DTYPE,
                          "%s: dtype %s, expected %s", t->name, moeq_dtype_name(t->dtype),
@@ -795,8 +745,8 @@ static moeq_status check_scalar(inspect *in, const moeq_tensor *t, bool need_f32
 static moeq_status check_extra(inspect *in, const acct *a, const moeq_tensor *t, int32_t p) {
     if (in->opts && in->opts->names_only) return MOEQ_STATUS_OK;
     if (p == MOEQ__CT_INPUT_SCALE || p == MOEQ__CT_OUTPUT_SCALE) {
-        const moeq_quant_args *act = p == MOEQ__CT_INPUT_SCALE ? a->res->input_activations
-                                                                : a->res->output_activations;
+        const moeq_quant_args *act =
+            p == MOEQ__CT_INPUT_SCALE ? a->res->input_activations : a->res->output_activations;
         return check_scalar(in, t, false, act && act->strategy == MOEQ_STRATEGY_TENSOR);
     }
     if (p == MOEQ__CT_INPUT_GLOBAL_SCALE || p == MOEQ__CT_OUTPUT_GLOBAL_SCALE) {
@@ -852,7 +802,7 @@ static moeq_status account_module(inspect *in, const imod *m, const moeq_resolut
             } else if (p == MOEQ__CT_OUTPUT_SCALE && in->kv && a.res->output_activations == NULL) {
                 /* legacy kv-cache scales: k_proj.output_scale / v_proj.output_scale */
                 size_t cl;
-                const char *c = last_component(m->name, m->len, &cl);
+                const char *c = moeq__last_component(m->name, m->len, &cl);
                 if (eq(c, cl, "k_proj", 6) || eq(c, cl, "v_proj", 6)) continue;
                 why_unconsumed(&a, p, why, sizeof why);
                 st = add_issue(in, &in->unconsumed, t->name, strlen(t->name), NULL, 0, "%s", why);
@@ -868,7 +818,8 @@ static moeq_status account_module(inspect *in, const imod *m, const moeq_resolut
         int kz = name_in(pn, k_kv_zero_points, MOEQ__ARRAY_LEN(k_kv_zero_points));
         if (kv >= 0 || kz >= 0) {
             if (!in->kv) {
-                snprintf(why, sizeof why, "the config has no kv_cache_scheme: nothing reads %s", pn);
+                snprintf(why, sizeof why, "the config has no kv_cache_scheme: nothing reads %s",
+                         pn);
             } else if (!m->attn_named && !is_attention(in, m->name, m->len)) {
                 snprintf(why, sizeof why,
                          "not an attention module (no k_proj, v_proj, qkv_proj or kv_b_proj "
@@ -916,7 +867,8 @@ static moeq_status account_module(inspect *in, const imod *m, const moeq_resolut
             args_text(act, args, sizeof args);
             moeq__ct_params set = moeq__ct_activation_params(act, output);
             moeq__ct_params_text(set.required, need, sizeof need);
-            st = add_issue(in, &in->missing, m->name, m->len, pn, 0, "%s %s activations (%s) need %s",
+            st = add_issue(in, &in->missing, m->name, m->len, pn, 0,
+                           "%s %s activations (%s) need %s",
                            act->dynamic == MOEQ_DYNAMIC_LOCAL ? "\"local\"" : "static",
                            output ? "output" : "input", args, need);
         }
@@ -936,15 +888,16 @@ static moeq_status account_module(inspect *in, const imod *m, const moeq_resolut
 static moeq_status expert_resolution(inspect *in, const char *name, size_t len, const ilayer *l,
                                      int32_t proj, moeq_resolution *out, bool *ok) {
     *ok = false;
-    if (l->res_ok && proj >= 0 && (proj == l->triple[0] || proj == l->triple[1] || proj == l->triple[2])) {
+    if (l->res_ok && proj >= 0 &&
+        (proj == l->triple[0] || proj == l->triple[1] || proj == l->triple[2])) {
         *out = l->res;
         *ok = true;
         return MOEQ_STATUS_OK;
     }
     moeq_error e;
     moeq_error_clear(&e);
-    moeq_status st = moeq__resolve_name(in->cfg, in->scratch, name, len, MOEQ_MODULE_EXPERT, in->ro,
-                                        out, &e);
+    moeq_status st =
+        moeq__resolve_name(in->cfg, in->scratch, name, len, MOEQ_MODULE_EXPERT, in->ro, out, &e);
     if (st == MOEQ_STATUS_NOMEM) return nomem(in);
     if (st != MOEQ_STATUS_OK) {
         /* The layer row already carries an error when its experts disagree;
@@ -998,9 +951,10 @@ static moeq_status missing_experts(inspect *in, const ilayer *l) {
                                    "expert %u of MoE layer %s has no %.*s tensors (%s need %s)", e,
                                    l->prefix, (int)l->proj_len[s], l->proj[s], a.where, need);
                 } else {
-                    st = add_issue(in, &in->missing, nm.data, nm.len, pn, 0,
-                                   "MoE layer %s has no expert %u (its experts run 0..%u; %s need %s)",
-                                   l->prefix, e, l->max_id, a.where, need);
+                    st = add_issue(
+                        in, &in->missing, nm.data, nm.len, pn, 0,
+                        "MoE layer %s has no expert %u (its experts run 0..%u; %s need %s)",
+                        l->prefix, e, l->max_id, a.where, need);
                 }
             }
         }
@@ -1203,7 +1157,8 @@ moeq_status moeq_inspect(const moeq_config *cfg, const moeq_checkpoint *ckpt,
         return st;
     }
     char *text = moeq__sb_take(&sb);
-    if (!text) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while inspecting the checkpoint");
+    if (!text)
+        return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory while inspecting the checkpoint");
     *out_text = text;
     if (summary) *summary = s;
     return MOEQ_STATUS_OK;

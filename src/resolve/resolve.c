@@ -21,6 +21,11 @@ static const moeq_fused_name k_default_fused[] = {
     {"gate_up_proj", 2, k_default_gate_up},
 };
 
+const moeq_fused_name *moeq__resolve_default_fused(uint32_t *n) {
+    *n = (uint32_t)MOEQ__ARRAY_LEN(k_default_fused);
+    return k_default_fused;
+}
+
 static const char *const k_default_proj[3] = {"gate_proj", "up_proj", "down_proj"};
 
 /* Python-compatible module names are UTF-8; PCRE2 runs with the UTF check
@@ -260,8 +265,8 @@ moeq_status moeq__resolve_options_check(const moeq_resolve_options *opts, moeq_e
         const moeq_fused_name *f = &opts->fused[i];
         for (uint32_t k = 0; f->shards && k < f->n_shards; k++) {
             if (!f->shards[k]) {
-                return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "fused[%u].shards[%u] is NULL",
-                                   i, k);
+                return moeq__error(err, MOEQ_STATUS_INVALID_ARG, "fused[%u].shards[%u] is NULL", i,
+                                   k);
             }
         }
     }

@@ -26,6 +26,10 @@ moeq_status moeq__resolve_moe(const moeq_config *cfg, moeq__match_scratch *s, co
                               const moeq_resolve_options *opts, moeq_resolution *out,
                               moeq_error *err);
 
+/* moeq_resolve's default fused names (qkv_proj from q/k/v_proj,
+ * gate_up_proj from gate/up_proj): *n rules, static storage. */
+const moeq_fused_name *moeq__resolve_default_fused(uint32_t *n);
+
 /* Field-wise equality of two args (actorder aliases compare equal). */
 bool moeq__args_equal(const moeq_quant_args *a, const moeq_quant_args *b);
 

@@ -1,7 +1,8 @@
 /*
  * bench_common.h - what the benchmarks share: the clock, a xorshift
  * generator, the FP32 FMA loop that measures the machine's peak and the
- * loads-only loop that measures read bandwidth.
+ * loads-only loop that measures read bandwidth, and how many bytes of weights
+ * a benchmark cycles through for them to come from DRAM.
  * Header-only (bench/CMakeLists.txt makes one program of each .c file).
  */
 #ifndef MOEQ_BENCH_COMMON_H
@@ -10,6 +11,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #if defined(__x86_64__)
@@ -199,5 +201,33 @@ __attribute__((unused)) static double bench_fma_loop(long iters) {
     return (double)a[0];
 }
 #endif
+
+/* The largest cache the CPU reports (Linux sysfs, cpu0's cache/index*), in
+ * bytes; 0 where none is reported. */
+__attribute__((unused)) static size_t bench_largest_cache(void) {
+    size_t best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        unsigned long v = 0;
+        char unit = 0;
+        if (fscanf(f, "%lu%c", &v, &unit) >= 1) {
+            size_t b = unit == 'K' ? (size_t)v << 10 : unit == 'M' ? (size_t)v << 20 : (size_t)v;
+            if (b > best) best = b;
+        }
+        fclose(f);
+    }
+    return best;
+}
+
+/* Bytes of weights to cycle through so that every run reads its own from
+ * DRAM: twice the largest cache, and at least 64 MiB (a host whose L3 is
+ * 300 MiB needs 600, not the 64 that a 32 MiB L3 does). */
+__attribute__((unused)) static size_t bench_cold_bytes(void) {
+    const size_t twice = 2 * bench_largest_cache(), least = (size_t)64 << 20;
+    return twice > least ? twice : least;
+}
 
 #endif

@@ -4,13 +4,14 @@
  *   o_proj  DeepSeek-V3's o_proj, in 16384 (128 heads x 128) -> out 7168;
  * at T = 1, 32 and 512 tokens (bfloat16 in and out), with cold weights:
  * enough copies of the layer are built and cycled that every run reads its
- * weights from DRAM (the copies together exceed 64 MiB, well past the L3).
+ * weights from DRAM (the copies together exceed bench_cold_bytes: twice the
+ * largest cache the CPU reports, at least 64 MiB).
  * Measured in the same run, for the ratios (bench_common.h's loops):
  *   - read bandwidth: AVX2 loads folded by XOR over 512 MiB at the thread count;
  *   - the FP32 FMA peak: 12 independent ymm FMA chains per thread;
  *   - OpenBLAS: cblas_sgemm on the same shape and tokens with the weight
  *     pre-dequantized to fp32 (cold as the layers are: copies cycled past
- *     64 MiB), on the case's thread count, as moe_bench's baseline.
+ *     bench_cold_bytes), on the case's thread count, as moe_bench's baseline.
  * Per case: median time, GB/s of weight bytes read (codes and scales as stored
  * after finalize), GFLOP/s (2 T in out), and the ratios of the time to the
  * memory floor (bytes / bandwidth), to the compute floor (flops / peak) and
@@ -107,7 +108,14 @@ static double median_of(const double *v, int n) {
 
 /* ---- the OpenBLAS baseline ------------------------------------------------------------ */
 
-enum { N_TOKENS = 3 };
+enum { N_TOKENS = 3, MAX_COPIES = 4096 };
+
+/* How many copies of `bytes` bytes of weights to cycle for cold reads. */
+static int copies_for(size_t bytes, bool quick) {
+    if (quick) return 1;
+    const size_t n = bench_cold_bytes() / bytes + 1;
+    return n > MAX_COPIES ? MAX_COPIES : (int)n;
+}
 static const int k_tokens[N_TOKENS] = {1, 32, 512};
 
 static int reps_for(int reps, bool quick, int T) {
@@ -122,14 +130,12 @@ static int reps_for(int reps, bool quick, int T) {
 static bool blas_times(const shape *sh, int only_T, int threads, int reps, bool quick,
                        double ms[N_TOKENS]) {
     const size_t wn = (size_t)sh->in * (size_t)sh->out;
-    int copies = (int)((64u << 20) / (wn * sizeof(float))) + 1;
-    if (copies > MAX_LAYERS) copies = MAX_LAYERS;
-    if (quick) copies = 1;
-    float *w[MAX_LAYERS] = {NULL};
+    const int copies = copies_for(wn * sizeof(float), quick);
+    float **w = calloc((size_t)copies, sizeof *w);
     const size_t maxT = (size_t)k_tokens[N_TOKENS - 1];
     float *x = malloc(maxT * (size_t)sh->in * sizeof(float));
     float *y = malloc(maxT * (size_t)sh->out * sizeof(float));
-    bool ok = x && y;
+    bool ok = w && x && y;
     for (int c = 0; ok && c < copies; c++) {
         w[c] = malloc(wn * sizeof(float));
         ok = w[c] != NULL;
@@ -152,7 +158,8 @@ static bool blas_times(const shape *sh, int only_T, int threads, int reps, bool 
         ms[ti] = median(t, n) * 1e3;
     }
     openblas_set_num_threads(1);
-    for (int c = 0; c < copies; c++) free(w[c]);
+    for (int c = 0; w && c < copies; c++) free(w[c]);
+    free(w);
     free(x);
     free(y);
     return ok;
@@ -248,9 +255,10 @@ int main(int argc, char **argv) {
     if (moeq_ctx_create(&co, &ctx, &err) != MOEQ_OK) die("context", &err);
     sample_floors(threads);
     if (!json) {
-        printf("linear layers, %d threads, %s kernels, bf16 in and out; floors measured in this "
-               "run\n",
-               threads, moeq_ctx_kernels(ctx));
+        printf("linear layers, %d threads, %s kernels, bf16 in and out; weights cycled over "
+               "%zu MiB (largest cache %zu MiB); floors measured in this run\n",
+               threads, moeq_ctx_kernels(ctx), bench_cold_bytes() >> 20,
+               bench_largest_cache() >> 20);
         printf("%-12s %-7s %5s %10s %8s %9s %9s %10s %11s %10s %9s\n", "scheme", "shape", "T", "ms",
                "GB/s", "GFLOP/s", "weight MB", "mem floor", "comp floor", "blas ms", "x blas");
     } else {
@@ -276,13 +284,15 @@ int main(int argc, char **argv) {
             const shape *sh = &k_shapes[hi];
             if (only_shape && strcmp(only_shape, sh->name) != 0) continue;
             if (quick && hi > 0) continue; /* --quick: the small shape */
-            moeq_config *cfg[MAX_LAYERS] = {NULL};
-            moeq_linear *lay[MAX_LAYERS] = {NULL};
-            lay[0] = build_linear(s, sh, &cfg[0]);
-            const size_t bytes = (size_t)moeq__linear_bytes(lay[0]);
-            int copies = (int)((64u << 20) / bytes) + 1;
-            if (copies > MAX_LAYERS) copies = MAX_LAYERS;
-            if (quick) copies = 1;
+            moeq_config *cfg0 = NULL;
+            moeq_linear *lay0 = build_linear(s, sh, &cfg0);
+            const size_t bytes = (size_t)moeq__linear_bytes(lay0);
+            const int copies = copies_for(bytes, quick);
+            moeq_config **cfg = calloc((size_t)copies, sizeof *cfg);
+            moeq_linear **lay = calloc((size_t)copies, sizeof *lay);
+            if (!cfg || !lay) return 1;
+            cfg[0] = cfg0;
+            lay[0] = lay0;
             for (int c = 1; c < copies; c++) lay[c] = build_linear(s, sh, &cfg[c]);
             sample_floors(threads);
             for (int ti = 0; ti < N_TOKENS; ti++) {
@@ -316,10 +326,10 @@ int main(int argc, char **argv) {
                            "%zu, \"gbps\": %.2f, \"gflops\": %.2f, \"bw_gbps\": %.2f, "
                            "\"peak_gflops\": %.2f, \"mem_floor_ratio\": %.4f, "
                            "\"compute_floor_ratio\": %.4f, \"openblas_ratio\": %.4f, "
-                           "\"openblas_ms\": %.4f}",
+                           "\"openblas_ms\": %.4f, \"copies\": %d}",
                            first ? "" : ",", s->name, sh->name, sh->in, sh->out, T, threads,
                            sec * 1e3, bytes, (double)bytes / sec / 1e9, flops / sec / 1e9, bw, peak,
-                           mem_x, comp_x, blas_x, blas[hi][ti]);
+                           mem_x, comp_x, blas_x, blas[hi][ti], copies);
                 } else {
                     printf("%-12s %-7s %5d %10.3f %8.2f %9.2f %9.2f %9.2fx %10.2fx %10.3f %8.2fx\n",
                            s->name, sh->name, T, sec * 1e3, (double)bytes / sec / 1e9,
@@ -335,6 +345,8 @@ int main(int argc, char **argv) {
                 moeq_linear_destroy(lay[c]);
                 moeq_config_destroy(cfg[c]);
             }
+            free(lay);
+            free(cfg);
         }
     }
     sample_floors(threads);

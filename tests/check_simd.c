@@ -849,6 +849,21 @@ START_TEST(test_activation_kernels) {
             S->qdq_fp8(a, n, sf, a);
             P->qdq_fp8(x, n, sf, b);
             same_floats(a, b, n, "qdq_fp8 in place");
+            /* MXFP8 as moe_fast.c's qdq_row makes it (amax and qdq_fp8 per
+             * 32 at the E8M0 scale) is the reference's quantize-dequantize */
+            {
+                static uint8_t q8[2048], e8[64];
+                moeq__actq_mxfp8_ref(x, 1, n, q8, e8);
+                moeq__actdq_mxfp8_ref(q8, 1, n, e8, b);
+                memcpy(a, x, n * sizeof(float));
+                for (size_t c0 = 0; c0 < n; c0 += 32) {
+                    const size_t len = n - c0 < 32 ? n - c0 : 32;
+                    const float s =
+                        moeq__e8m0_to_f32(moeq__mx_scale_byte_ref(S->amax(a + c0, len), 8));
+                    S->qdq_fp8(a + c0, len, s, a + c0);
+                }
+                same_floats(a, b, n, "MXFP8 by amax and qdq_fp8");
+            }
         }
     }
 }

@@ -257,6 +257,16 @@ static void qdq_row(const fast *f, const tscratch *t, float *v, size_t n, float 
             }
             return;
         }
+        case MOEQ__ACT_MXFP8:
+            /* Per group of 32: an E8M0 scale s from the group's amax, then
+             * e4m3(x / s) * s, as moeq__actq_mxfp8_ref and _actdq_ do (s is
+             * a power of two, so qdq_fp8's division and product are theirs). */
+            for (size_t c0 = 0; c0 < n; c0 += 32) {
+                size_t len = n - c0 < 32 ? n - c0 : 32;
+                float s = moeq__e8m0_to_f32(moeq__mx_scale_byte_ref(K->amax(v + c0, len), 8));
+                K->qdq_fp8(v + c0, len, s, v + c0);
+            }
+            return;
         case MOEQ__ACT_NVFP4:
             if (n % 16 == 0) {
                 K->qdq_nvfp4(v, n, act_scale, v);

@@ -820,9 +820,11 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
             /* up's blocks come next; the following blocks soon after, here or
              * on another core (L3 is shared) */
-            for (size_t i = 0; i < nb; i++) prefetch_cols(&pu->pk, (size_t)b + i, 0, 2 * KB);
-            if (gated) prefetch_cols(&pg->pk, (size_t)b + nb, 0, 2 * KB);
-            prefetch_cols(&pu->pk, (size_t)b + nb, 0, 2 * KB);
+            for (size_t i = 0; i < nb; i++) {
+                prefetch_cols(&pu->pk, (size_t)b + i, 0, 2 * KB);
+                if (gated) prefetch_cols(&pg->pk, (size_t)b + nb + i, 0, 2 * KB);
+                prefetch_cols(&pu->pk, (size_t)b + nb + i, 0, 2 * KB);
+            }
         }
         size_t j0 = (size_t)b * 16, nj = f->I - j0 < ld ? f->I - j0 : ld;
         if (gate_first) {
@@ -874,7 +876,9 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     for (int32_t b = it->b0; b < end; b += step) {
         const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
-            prefetch_cols(&pd->pk, (size_t)b + nb, 0, 2 * KB); /* the panels fetch their own */
+            for (size_t i = 0; i < nb; i++) { /* the panels fetch their own */
+                prefetch_cols(&pd->pk, (size_t)b + nb + i, 0, 2 * KB);
+            }
         }
         if (f->int8) {
             proj_block_int(f, t, pd, (size_t)b, nb, M, t->xc, t->xsc, t->Cg);

@@ -100,23 +100,27 @@ static void print_base(size_t weights, const double best[2]) {
     printf("\n");
 }
 
-/* The integer dot kernels for 1..6 rows, each table in the same loop: fdot
- * on NVFP4 activation codes (f4, into y), or idot on int8 ones (xq, into yi). */
+/* The integer dot kernels, each table in the same loop: fdot on NVFP4
+ * activation codes for 1..6 rows (f4, into y), or idot on int8 ones for
+ * 1..MOEQ__IDOT_MAX rows, blocks in pairs as the forward runs them (xq,
+ * into yi). */
 static void dot_rates(const char *name, int cold, const moeq__packed *pk, double bytes,
                       const moeq__kern *const tabs[2], const moeq__fp4row *f4,
-                      const int16_t *const *xq, float *y, int32_t *yi) {
+                      const moeq__i8row *xq, float *y, int32_t *yi) {
     const size_t weights = pk->rows * pk->cols;
-    for (size_t M = 1; M <= 6; M++) {
+    for (size_t M = 1; M <= (f4 ? 6 : MOEQ__IDOT_MAX); M++) {
         int reps = cold ? 3 : 200;
         double best[2] = {1e300, 1e300};
         for (int r = 0; r < reps; r++) {
             for (int v = 0; v < ntab; v++) {
                 double t0 = bench_now();
-                for (size_t b = 0; b < pk->blocks; b++) {
+                for (size_t b = 0; b < pk->blocks; b += f4 ? 1 : MOEQ__IDOT_BLOCKS) {
                     if (f4) {
                         tabs[v]->fdot(pk, b, M, f4, y, 16);
                     } else {
-                        tabs[v]->idot(pk, b, 0, pk->cols, M, xq, yi, 16, 0);
+                        const size_t nb =
+                            pk->blocks - b < MOEQ__IDOT_BLOCKS ? pk->blocks - b : MOEQ__IDOT_BLOCKS;
+                        tabs[v]->idot(pk, b, nb, 0, pk->cols, M, xq, yi, 16 * nb, 0);
                     }
                 }
                 double dt = bench_now() - t0;
@@ -179,11 +183,17 @@ int main(int argc, char **argv) {
     const float *xprep_rows[4];
     for (size_t m = 0; m < 4; m++) xprep_rows[m] = xprep + m * (cols + cols / 8);
     float *P = aligned_alloc(64, 256 * 16 * sizeof(float));
-    int16_t *xq = malloc(sizeof(int16_t) * 6 * cols);
-    for (size_t i = 0; i < 6 * cols; i++) xq[i] = (int16_t)((int)(rnd() % 255) - 127);
-    const int16_t *xq_rows[6];
-    for (size_t m = 0; m < 6; m++) xq_rows[m] = xq + m * cols;
-    int32_t yi[6 * 16];
+    enum { MQ = MOEQ__IDOT_MAX };
+    int16_t *xq = malloc(sizeof(int16_t) * MQ * cols);
+    int8_t *xq8 = malloc(MQ * cols);
+    int32_t *xps = malloc(sizeof(int32_t) * MQ * (cols / 8 + 1));
+    for (size_t i = 0; i < MQ * cols; i++) xq[i] = (int16_t)((int)(rnd() % 255) - 127);
+    moeq__i8row xq_rows[MQ];
+    for (size_t m = 0; m < MQ; m++) {
+        moeq__i8row_fill(xq + m * cols, cols, xq8 + m * cols, xps + m * (cols / 8 + 1));
+        xq_rows[m] = (moeq__i8row){xq + m * cols, xq8 + m * cols, xps + m * (cols / 8 + 1)};
+    }
+    int32_t yi[MQ * 16 * MOEQ__IDOT_BLOCKS];
     int8_t *f4v = malloc(6 * cols);
     float *f4s = malloc(sizeof(float) * 6 * (cols / 16));
     int32_t *f4sum = malloc(sizeof(int32_t) * 6 * (cols / 16));
@@ -397,6 +407,8 @@ int main(int argc, char **argv) {
     free(x);
     free(xb16);
     free(xq);
+    free(xq8);
+    free(xps);
     free(f4v);
     free(f4s);
     free(f4sum);

@@ -593,8 +593,22 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
         case 3: F(code, 3); break;                                                                 \
         default: F(code, 4); break;                                                                \
     }
-#define MOEQ__TILE_MAX 6 /* tokens per tile or idot call */
+#define MOEQ__TILE_MAX 6 /* tokens per tile call */
+#define MOEQ__IDOT_MAX 12 /* tokens per idot call */
+#define MOEQ__IDOT_BLOCKS 2 /* blocks per idot call */
 #define MOEQ__IDOT_KMAX 131070 /* columns per idot call: the int32 sums cannot overflow */
+
+/* A row of int8 activation codes as idot reads it (cols a multiple of 8),
+ * the same codes in two widths so that each kernel loads the one it
+ * multiplies, made once per row (moeq__i8row_fill) for every block. */
+typedef struct moeq__i8row {
+    const int16_t *w;  /* [cols]: the codes, in [-128, 127] */
+    const int8_t *b;   /* [cols]: the same codes as bytes */
+    const int32_t *ps; /* [cols / 8 + 1]: ps[j] = the sum of the codes of columns < 8 j */
+} moeq__i8row;
+/* b and ps of a row of cols codes q (cols a multiple of 8).  Portable C
+ * shared by every table. */
+void moeq__i8row_fill(const int16_t *q, size_t cols, int8_t *b, int32_t *ps);
 
 /* A row of NVFP4 activation codes as fdot reads it (cols a multiple of 16). */
 typedef struct moeq__fp4row {
@@ -679,20 +693,22 @@ typedef struct moeq__kern {
      * Bit-identical across tables. */
     void (*gemv_bf16)(const moeq__packed *pk, size_t blk, size_t M, const uint16_t *const *x,
                       const float *const *xsum, float *y, size_t ldy);
-    /* Integer products for int8 activations on I8 or I4 codes (W8A8, W4A8):
-     * C[m*ldc + r] = (accumulate ? C : 0) + sum_{k0 <= k < k0 + nk} q(blk*16 + r, k) * x[m][k]
-     * in int32 for m < M <= MOEQ__TILE_MAX, r < 16, where q is the code's
-     * integer (I8: the stored byte, I4: the stored n - 8) and x[m] a row of
-     * activation codes in [-128, 127].  k0 and nk multiples of 8,
+    /* Integer products for int8 activations on I8 or I4 codes (W8A8, W4A8),
+     * for nb <= MOEQ__IDOT_BLOCKS consecutive blocks blk .. blk + nb - 1:
+     * C[m*ldc + 16 i + r] = (accumulate ? C : 0)
+     *                       + sum_{k0 <= k < k0 + nk} q((blk + i)*16 + r, k) * x[m][k]
+     * in int32 for m < M <= MOEQ__IDOT_MAX, i < nb, r < 16 (ldc >= 16 nb),
+     * where q is the code's integer (I8: the stored byte, I4: the stored
+     * n - 8) and x[m] a row of activation codes.  k0 and nk multiples of 8,
      * nk <= MOEQ__IDOT_KMAX, so every sum is exact and the same in any order. */
-    void (*idot)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
-                 const int16_t *const *x, int32_t *C, size_t ldc, int accumulate);
+    void (*idot)(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
+                 const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate);
     /* idot's sums into floats, one scale group g at a time: for m < M, r < 16,
-     * t = float(S[m*16 + r]) * ks(blk*16 + r, g) (the kernel-unit scale, as
-     * moeq__pk_ks), C[m*16 + r] = first ? t : C[m*16 + r] + t (a product,
+     * t = float(S[m*lds + r]) * ks(blk*16 + r, g) (the kernel-unit scale, as
+     * moeq__pk_ks), C[m*ldc + r] = first ? t : C[m*ldc + r] + t (a product,
      * then a sum).  Bit-identical across tables. */
     void (*iscale)(const moeq__packed *pk, size_t blk, size_t g, size_t M, const int32_t *S,
-                   float *C, int first);
+                   size_t lds, float *C, size_t ldc, int first);
     /* Integer products for NVFP4 activations on NVFP4 weights (W4A4): pk holds
      * E2M1 codes (NIB, lut = the E2M1 values) with E4M3_DIV scales and
      * gsize 16.  For m < M (any number), r < 16:

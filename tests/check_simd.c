@@ -5,8 +5,9 @@
  *     kind, scale storage, shape and tail;
  *   - the portable table's panel equals the reference dequantization;
  *   - every entry of the SIMD table equals the portable one bit for bit
- *     (panel, panel_bf16, gemv for 1-4 tokens, tile, tile_bf16 and idot for
- *     1-6 tokens and any length, amax, the activation quantize-dequantize
+ *     (panel, panel_bf16, gemv for 1-4 tokens, tile, tile_bf16, idot for
+ *     1-12 tokens, one or two blocks and any length, amax, the activation
+ *     quantize-dequantize
  *     steps, int8 and FP8 activation codes, special values included), for
  *     each SIMD table (avx2, avx512) in a test case of its own; a table the
  *     CPU cannot run is said on stderr and its comparisons are left out.
@@ -183,80 +184,115 @@ typedef struct shape {
 
 static const shape k_shapes[] = {
     {1, 8, 8},      {15, 24, 8},    {16, 64, 16},   {17, 128, 32},
-    {33, 256, 128}, {40, 200, 200}, {16, 768, 128},
+    {33, 256, 128}, {40, 200, 200}, {16, 768, 128}, {50, 520, 8},
 };
 
 /* idot on I8 and I4 blocks: the portable kernel is the exact integer dot
  * product of the codes with activation codes (the extremes -128 and 127
- * among them), over a whole row and over two windows accumulated; the SIMD
- * kernel gives the same int32 values, for 1..6 tokens.  iscale on those sums
- * is the product and sum written out, in both tables. */
+ * among them), for one block and for two at once, over a whole row and over
+ * two windows accumulated (the second from an offset); the SIMD kernel gives
+ * the same int32 values for 1..MOEQ__IDOT_MAX tokens and one or two blocks
+ * from every block (so an odd last block alone too), with accumulate off
+ * and on (onto values already there).  The rows' bytes and prefix sums are
+ * those of their codes.  iscale on those sums (strided) is the product and
+ * sum written out, in both tables. */
 static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
+    enum { MQ = MOEQ__IDOT_MAX, LD = 16 * MOEQ__IDOT_BLOCKS + 4 };
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
-    int16_t *xq = malloc(sizeof(int16_t) * MOEQ__TILE_MAX * C);
-    for (size_t i = 0; i < MOEQ__TILE_MAX * C; i++) {
+    int16_t *xq = malloc(sizeof(int16_t) * MQ * C);
+    int8_t *xb = malloc((size_t)MQ * C);
+    int32_t *ps = malloc(sizeof(int32_t) * MQ * (C / 8 + 1));
+    for (size_t i = 0; i < MQ * C; i++) {
         uint64_t u = rnd() % 16;
         xq[i] = u == 0 ? -128 : u == 1 ? 127 : (int16_t)((int)(rnd() % 256) - 128);
     }
-    const int16_t *xs[MOEQ__TILE_MAX];
-    for (size_t m = 0; m < MOEQ__TILE_MAX; m++) xs[m] = xq + m * C;
+    moeq__i8row xs[MQ];
+    for (size_t m = 0; m < MQ; m++) {
+        moeq__i8row_fill(xq + m * C, C, xb + m * C, ps + m * (C / 8 + 1));
+        xs[m] = (moeq__i8row){xq + m * C, xb + m * C, ps + m * (C / 8 + 1)};
+        int32_t run = 0;
+        for (size_t c = 0; c < C; c++) {
+            if (c % 8 == 0) ck_assert_int_eq(xs[m].ps[c / 8], run);
+            ck_assert_int_eq(xs[m].b[c], xs[m].w[c]);
+            run += xs[m].w[c];
+        }
+        ck_assert_int_eq(xs[m].ps[C / 8], run);
+    }
     const size_t half = (C / 2) & ~(size_t)7;
-    for (size_t M = 1; M <= MOEQ__TILE_MAX; M++) {
+    for (size_t M = 1; M <= MQ; M++) {
         for (size_t b = 0; b < pk->blocks; b++) {
-            int32_t cp[MOEQ__TILE_MAX * 20], cs[MOEQ__TILE_MAX * 20], cw[MOEQ__TILE_MAX * 20];
-            P->idot(pk, b, 0, C, M, xs, cp, 20, 0);
-            for (size_t m = 0; m < M; m++) {
-                for (size_t r = 0; r < 16; r++) {
-                    int64_t d = 0;
-                    if (b * 16 + r < pk->rows) {
-                        for (size_t c = 0; c < C; c++) {
-                            d += (int64_t)moeq__pk_kv(pk, b * 16 + r, c) * xs[m][c];
+            for (size_t nb = 1; nb <= MOEQ__IDOT_BLOCKS && b + nb <= pk->blocks; nb++) {
+                int32_t cp[MQ * LD], cs[MQ * LD], cw[MQ * LD];
+                P->idot(pk, b, nb, 0, C, M, xs, cp, LD, 0);
+                for (size_t m = 0; m < M; m++) {
+                    for (size_t j = 0; j < 16 * nb; j++) {
+                        const size_t row = b * 16 + j;
+                        int64_t d = 0;
+                        for (size_t c = 0; c < C && row < pk->rows; c++) {
+                            d += (int64_t)moeq__pk_kv(pk, row, c) * xs[m].w[c];
+                        }
+                        ck_assert_msg(cp[m * LD + j] == d, "idot M=%zu nb=%zu row %zu: %d vs %lld",
+                                      M, nb, row, cp[m * LD + j], (long long)d);
+                    }
+                }
+                P->idot(pk, b, nb, 0, half, M, xs, cw, LD, 0);
+                P->idot(pk, b, nb, half, C - half, M, xs, cw, LD, 1);
+                for (size_t m = 0; m < M; m++) {
+                    ck_assert_msg(memcmp(cp + m * LD, cw + m * LD, 16 * nb * sizeof(int32_t)) == 0,
+                                  "idot in two windows differs (M=%zu nb=%zu shape %zu)", M, nb,
+                                  si);
+                }
+                if (nb == 1) { /* iscale: each group's scale, first and accumulated */
+                    float fp[MQ * 20], fs[MQ * 20];
+                    for (size_t g = 0; g < pk->groups && g < 3; g++) {
+                        P->iscale(pk, b, g, M, cp, LD, fp, 20, g == 0);
+                        if (S) S->iscale(pk, b, g, M, cp, LD, fs, 20, g == 0);
+                    }
+                    for (size_t m = 0; m < M; m++) {
+                        for (size_t r = 0; r < 16; r++) {
+                            float want = 0.0f;
+                            for (size_t g = 0; g < pk->groups && g < 3; g++) {
+                                const float t =
+                                    (float)cp[m * LD + r] * moeq__pk_ks(pk, b * 16 + r, g);
+                                want = g ? want + t : t;
+                            }
+                            ck_assert_uint_eq(bits(fp[m * 20 + r]), bits(want));
+                            if (S) ck_assert_uint_eq(bits(fs[m * 20 + r]), bits(want));
                         }
                     }
-                    ck_assert_msg(cp[m * 20 + r] == d, "idot M=%zu row %zu: %d vs %lld", M,
-                                  b * 16 + r, cp[m * 20 + r], (long long)d);
                 }
-            }
-            P->idot(pk, b, 0, half, M, xs, cw, 20, 0);
-            P->idot(pk, b, half, C - half, M, xs, cw, 20, 1);
-            for (size_t m = 0; m < M; m++) {
-                ck_assert_msg(memcmp(cp + m * 20, cw + m * 20, 16 * sizeof(int32_t)) == 0,
-                              "idot in two windows differs (M=%zu shape %zu)", M, si);
-            }
-            /* iscale: the sums times each group's scale, first and accumulated */
-            float fp[MOEQ__TILE_MAX * 16], fs[MOEQ__TILE_MAX * 16];
-            int32_t sums[MOEQ__TILE_MAX * 16];
-            for (size_t m = 0; m < M; m++) memcpy(sums + m * 16, cp + m * 20, 16 * sizeof(int32_t));
-            for (size_t g = 0; g < pk->groups && g < 3; g++) {
-                P->iscale(pk, b, g, M, sums, fp, g == 0);
-                if (S) S->iscale(pk, b, g, M, sums, fs, g == 0);
-            }
-            for (size_t m = 0; m < M; m++) {
-                for (size_t r = 0; r < 16; r++) {
-                    float want = 0.0f;
-                    for (size_t g = 0; g < pk->groups && g < 3; g++) {
-                        const float t = (float)sums[m * 16 + r] * moeq__pk_ks(pk, b * 16 + r, g);
-                        want = g ? want + t : t;
+                if (!S) continue;
+                S->idot(pk, b, nb, 0, C, M, xs, cs, LD, 0);
+                for (size_t m = 0; m < M; m++) {
+                    ck_assert_msg(memcmp(cp + m * LD, cs + m * LD, 16 * nb * sizeof(int32_t)) == 0,
+                                  "%s idot M=%zu nb=%zu differs (shape %zu block %zu)", S->name, M,
+                                  nb, si, b);
+                }
+                S->idot(pk, b, nb, 0, half, M, xs, cs, LD, 0);
+                S->idot(pk, b, nb, half, C - half, M, xs, cs, LD, 1);
+                for (size_t m = 0; m < M; m++) {
+                    ck_assert_msg(memcmp(cp + m * LD, cs + m * LD, 16 * nb * sizeof(int32_t)) == 0,
+                                  "%s idot in two windows differs (M=%zu nb=%zu shape %zu)",
+                                  S->name, M, nb, si);
+                }
+                /* accumulate onto values already there; columns past 16 nb untouched */
+                for (size_t i = 0; i < MQ * LD; i++) cs[i] = cw[i] = (int32_t)(rnd() % 2001) - 1000;
+                S->idot(pk, b, nb, 0, C, M, xs, cs, LD, 1);
+                for (size_t m = 0; m < M; m++) {
+                    for (size_t j = 0; j < LD; j++) {
+                        const int32_t want =
+                            j < 16 * nb ? cw[m * LD + j] + cp[m * LD + j] : cw[m * LD + j];
+                        ck_assert_msg(cs[m * LD + j] == want,
+                                      "%s idot accumulate M=%zu nb=%zu shape %zu col %zu", S->name,
+                                      M, nb, si, j);
                     }
-                    ck_assert_uint_eq(bits(fp[m * 16 + r]), bits(want));
-                    if (S) ck_assert_uint_eq(bits(fs[m * 16 + r]), bits(want));
                 }
-            }
-            if (!S) continue;
-            S->idot(pk, b, 0, C, M, xs, cs, 20, 0);
-            for (size_t m = 0; m < M; m++) {
-                ck_assert_msg(memcmp(cp + m * 20, cs + m * 20, 16 * sizeof(int32_t)) == 0,
-                              "%s idot M=%zu differs (shape %zu block %zu)", S->name, M, si, b);
-            }
-            S->idot(pk, b, 0, half, M, xs, cs, 20, 0);
-            S->idot(pk, b, half, C - half, M, xs, cs, 20, 1);
-            for (size_t m = 0; m < M; m++) {
-                ck_assert_msg(memcmp(cp + m * 20, cs + m * 20, 16 * sizeof(int32_t)) == 0,
-                              "%s idot in two windows differs (M=%zu shape %zu)", S->name, M, si);
             }
         }
     }
     free(xq);
+    free(xb);
+    free(ps);
 }
 
 /* y[m*20 + r] (m < M, rows r of block b that exist) is the float64 dot product

@@ -153,19 +153,23 @@ static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M, const uint16
     }
 }
 
-static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
-                 const int16_t *const *x, int32_t *C, size_t ldc, int accumulate) {
-    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    for (size_t m = 0; m < M; m++) {
-        for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
-            int32_t acc = accumulate ? C[m * ldc + r] : 0;
-            for (size_t k = k0; k < k0 + nk; k++) {
-                const int32_t q = pk->code == MOEQ__PK_I8
-                                      ? (int32_t)(int8_t)bc[k * MOEQ__PK_ROWS + r]
-                                      : (int32_t)moeq__pk_kv(pk, blk * MOEQ__PK_ROWS + r, k);
-                acc += q * x[m][k];
+static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
+                 const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
+    for (size_t i = 0; i < nb; i++) {
+        const uint8_t *bc = pk->codes + (blk + i) * pk->blk_code_bytes;
+        for (size_t m = 0; m < M; m++) {
+            for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+                int32_t *c = C + m * ldc + 16 * i + r;
+                int32_t acc = accumulate ? *c : 0;
+                for (size_t k = k0; k < k0 + nk; k++) {
+                    const int32_t q =
+                        pk->code == MOEQ__PK_I8
+                            ? (int32_t)(int8_t)bc[k * MOEQ__PK_ROWS + r]
+                            : (int32_t)moeq__pk_kv(pk, (blk + i) * MOEQ__PK_ROWS + r, k);
+                    acc += q * x[m].w[k];
+                }
+                *c = acc;
             }
-            C[m * ldc + r] = acc;
         }
     }
 }
@@ -189,12 +193,12 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
 }
 
 static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const int32_t *S,
-                   float *C, int first) {
+                   size_t lds, float *C, size_t ldc, int first) {
     for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
         const float ks = moeq__pk_ks(pk, blk * MOEQ__PK_ROWS + r, g);
         for (size_t m = 0; m < M; m++) {
-            const float t = (float)S[m * 16 + r] * ks;
-            C[m * 16 + r] = first ? t : C[m * 16 + r] + t;
+            const float t = (float)S[m * lds + r] * ks;
+            C[m * ldc + r] = first ? t : C[m * ldc + r] + t;
         }
     }
 }

@@ -331,6 +331,22 @@ void moeq__bf16_group_sums(const uint16_t *x, size_t cols, size_t gsize, float *
     }
 }
 
+void moeq__i8row_fill(const int16_t *q, size_t cols, int8_t *b, int32_t *ps) {
+    /* unsigned: a sum wraps as int32 arithmetic would; idot takes differences
+     * of them, which are exact (kernels.h, MOEQ__IDOT_KMAX) */
+    uint32_t run = 0;
+    ps[0] = 0;
+    for (size_t j = 0; j < cols / 8; j++) {
+        int32_t s = 0;
+        for (size_t i = 0; i < 8; i++) {
+            b[8 * j + i] = (int8_t)q[8 * j + i];
+            s += q[8 * j + i];
+        }
+        run += (uint32_t)s;
+        ps[j + 1] = (int32_t)run;
+    }
+}
+
 float moeq__pk_kv(const moeq__packed *pk, size_t r, size_t c) {
     const uint8_t *bc = pk->codes + (r / MOEQ__PK_ROWS) * pk->blk_code_bytes;
     const size_t rr = r % MOEQ__PK_ROWS;

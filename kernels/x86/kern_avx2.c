@@ -941,13 +941,13 @@ static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M, const uint16
 /* Two columns of a block (16 rows each) interleaved into int16 pairs, rows
  * 0-7 in w0 and 8-15 in w1, so one vpmaddwd against a broadcast pair of
  * activation codes adds both columns' products for 8 rows. */
-AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const int16_t *const *x, int32_t *C,
+AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const moeq__i8row *x, int32_t *C,
                   size_t ldc, int accumulate, const int M) {
     const __m256i z = _mm256_setzero_si256();
     __m256i a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z, a40 = z,
             a41 = z, a50 = z, a51 = z;
-    const int16_t *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
-                  *x3 = M > 3 ? x[3] : x0, *x4 = M > 4 ? x[4] : x0, *x5 = M > 5 ? x[5] : x0;
+    const int16_t *x0 = x[0].w, *x1 = M > 1 ? x[1].w : x0, *x2 = M > 2 ? x[2].w : x0,
+                  *x3 = M > 3 ? x[3].w : x0, *x4 = M > 4 ? x[4].w : x0, *x5 = M > 5 ? x[5].w : x0;
 #define LD(m, a, b)                                                                                \
     if (M > m) {                                                                                   \
         a = _mm256_loadu_si256((const __m256i *)(C + (size_t)(m)*ldc));                            \
@@ -989,12 +989,13 @@ AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const int16_t *const 
  * word of 8 nibbles per row) become, per half, two vectors of 4 rows x 8
  * columns in bytes (the low and high nibbles interleaved: rows 0, 1, 4, 5
  * and 2, 3, 6, 7), decoded once per window for all tokens.  vpmaddubsw takes
- * the stored n (0..15, unsigned) against 8 broadcast activation codes,
- * vpmaddwd with ones widens, and one vphaddd per half at the end puts the
- * rows in order; the offset -8 comes off through the window's sum of x. */
+ * the stored n (0..15, unsigned) against 8 broadcast activation codes (the
+ * row's bytes), vpmaddwd with ones widens, and one vphaddd per half at the
+ * end puts the rows in order; the offset -8 comes off through the window's
+ * sum of x (the row's prefix sums). */
 #define IDOT4_WIN 256
 
-static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const int16_t *const *x,
+static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const moeq__i8row *x,
                     int32_t *C, size_t ldc, int accumulate) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     _Alignas(32) uint8_t W[IDOT4_WIN / 8 * 128];
@@ -1015,12 +1016,12 @@ static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const int
             }
         }
         for (size_t m = 0; m < M; m++) {
-            const int16_t *xm = x[m] + kw;
-            __m256i a0 = _mm256_setzero_si256(), b0 = a0, a1 = a0, b1 = a0, sx = a0;
+            const int8_t *xm = x[m].b + kw;
+            __m256i a0 = _mm256_setzero_si256(), b0 = a0, a1 = a0, b1 = a0;
             for (size_t j = 0; j < n / 8; j++) {
-                const __m128i x16 = _mm_loadu_si128((const __m128i *)(xm + 8 * j));
-                sx = _mm256_add_epi32(sx, _mm256_castsi128_si256(_mm_madd_epi16(x16, _mm_set1_epi16(1))));
-                const __m256i q = _mm256_broadcastq_epi64(_mm_packs_epi16(x16, x16));
+                int64_t q8;
+                memcpy(&q8, xm + 8 * j, sizeof q8);
+                const __m256i q = _mm256_set1_epi64x(q8);
                 const uint8_t *w = W + j * 128;
 #define I4MAD(acc, o)                                                                              \
     acc = _mm256_add_epi32(                                                                        \
@@ -1032,11 +1033,9 @@ static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const int
                 I4MAD(b1, 96);
 #undef I4MAD
             }
-            /* the sum of x: 4 lanes of the low half */
-            __m128i s4 = _mm256_castsi256_si128(sx);
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-            const __m256i off = _mm256_slli_epi32(_mm256_broadcastd_epi32(s4), 3); /* 8 * sum */
+            /* 8 times the window's sum of x; int32 arithmetic wraps, the true result fits */
+            const uint32_t sx = (uint32_t)x[m].ps[(kw + n) / 8] - (uint32_t)x[m].ps[kw / 8];
+            const __m256i off = _mm256_set1_epi32((int)(8u * sx));
             __m256i r0 = _mm256_sub_epi32(_mm256_hadd_epi32(a0, b0), off);
             __m256i r1 = _mm256_sub_epi32(_mm256_hadd_epi32(a1, b1), off);
             int32_t *cm = C + m * ldc;
@@ -1050,32 +1049,45 @@ static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const int
     }
 }
 
-static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
-                 const int16_t *const *x, int32_t *C, size_t ldc, int accumulate) {
-    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-    if (pk->code == MOEQ__PK_I4) {
-        idot_i4(bc, k0, nk, M, x, C, ldc, accumulate);
-        return;
-    }
-    switch (M) {
-        case 1: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 1); break;
-        case 2: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 2); break;
-        case 3: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 3); break;
-        case 4: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 4); break;
-        case 5: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 5); break;
-        default: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 6); break;
+/* Block by block (the AVX2 kernels gain nothing from a second block per
+ * pass: one vector holds 8 rows), I8 in tiles of at most 6 tokens. */
+static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
+                 const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
+    for (size_t i = 0; i < nb; i++) {
+        const uint8_t *bc = pk->codes + (blk + i) * pk->blk_code_bytes;
+        int32_t *Ci = C + 16 * i;
+        if (pk->code == MOEQ__PK_I4) {
+            idot_i4(bc, k0, nk, M, x, Ci, ldc, accumulate);
+            continue;
+        }
+        const size_t ntile = (M + 5) / 6;
+        for (size_t t = 0, m0 = 0; t < ntile; t++) {
+            const size_t mt = M / ntile + (t < M % ntile);
+            const moeq__i8row *xt = x + m0;
+            int32_t *Ct = Ci + m0 * ldc;
+            switch (mt) {
+                case 1: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 1); break;
+                case 2: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 2); break;
+                case 3: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 3); break;
+                case 4: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 4); break;
+                case 5: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 5); break;
+                default: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 6); break;
+            }
+            m0 += mt;
+        }
     }
 }
 
 static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const int32_t *S,
-                   float *C, int first) {
+                   size_t lds, float *C, size_t ldc, int first) {
     __m256 s[2];
     scales16(pk, blk, g, s);
     for (size_t m = 0; m < M; m++) {
         for (int h = 0; h < 2; h++) {
             const __m256 t = _mm256_mul_ps(
-                _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(S + m * 16 + 8 * h))), s[h]);
-            float *c = C + m * 16 + 8 * h;
+                _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(S + m * lds + 8 * h))),
+                s[h]);
+            float *c = C + m * ldc + 8 * h;
             _mm256_storeu_ps(c, first ? t : _mm256_add_ps(_mm256_loadu_ps(c), t));
         }
     }

@@ -79,25 +79,6 @@ AI __m512 scales16_(const moeq__packed *pk, size_t blk, size_t g, const int raw)
 
 /* ---- idot ------------------------------------------------------------------------- */
 
-#define IDOT_WIN 512 /* activation columns narrowed to bytes per pass */
-
-/* Row m's codes for columns [k, k + n) as bytes in xb[m * IDOT_WIN]; their
- * sums in sx[m].  n is a multiple of 8. */
-AI void narrow_rows(const int16_t *const *x, size_t k, size_t n, int M, int8_t *xb, int32_t *sx) {
-    const __m512i ones = _mm512_set1_epi16(1);
-    for (int m = 0; m < M; m++) {
-        __m512i s = _mm512_setzero_si512();
-        for (size_t j = 0; j < n; j += 32) {
-            const __mmask32 in = n - j >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << (n - j)) - 1;
-            const __m512i v = _mm512_maskz_loadu_epi16(in, x[m] + k + j);
-            _mm256_storeu_si256((__m256i *)(void *)(xb + (size_t)m * IDOT_WIN + j),
-                                _mm512_cvtepi16_epi8(v));
-            s = _mm512_add_epi32(s, _mm512_madd_epi16(v, ones));
-        }
-        sx[m] = _mm512_reduce_add_epi32(s);
-    }
-}
-
 /* 4 columns x 16 rows of an I8 block (16 bytes per column) -> one row per
  * 32-bit lane, its 4 columns in order, each byte + 128. */
 AI __m512i i8_quad(const uint8_t *p) {
@@ -109,15 +90,14 @@ AI __m512i i8_quad(const uint8_t *p) {
                             _mm512_set1_epi8((char)0x80));
 }
 
-/* An I4 chunk (8 columns; the 32-bit word of row r holds column i in bits
- * 4i..4i+3, rows in order) -> columns 0-3 in lo and 4-7 in hi, one row per
- * lane: vpmultishiftqb picks the byte at each nibble's bit offset. */
-AI void i4_quads(const uint8_t *p, __m512i *lo, __m512i *hi) {
-    const __m512i raw = _mm512_loadu_si512(p), low4 = _mm512_set1_epi8(0x0F);
-    const __m512i at_lo = _mm512_set1_epi64(0x2C2824200C080400ll); /* bits 0,4,8,12 | 32.. */
-    const __m512i at_hi = _mm512_set1_epi64(0x3C3834301C181410ll); /* bits 16..28 | 48.. */
-    *lo = _mm512_and_si512(_mm512_multishift_epi64_epi8(at_lo, raw), low4);
-    *hi = _mm512_and_si512(_mm512_multishift_epi64_epi8(at_hi, raw), low4);
+/* Half h of an I4 chunk (8 columns; the 32-bit word of row r holds column i
+ * in bits 4i..4i+3, rows in order): columns 4h..4h+3, one row per lane;
+ * vpmultishiftqb picks the byte at each nibble's bit offset. */
+AI __m512i i4_quad(const uint8_t *p, const int h) {
+    const __m512i at = h ? _mm512_set1_epi64(0x3C3834301C181410ll)  /* bits 16..28 | 48.. */
+                         : _mm512_set1_epi64(0x2C2824200C080400ll); /* bits 0,4,8,12 | 32.. */
+    return _mm512_and_si512(_mm512_multishift_epi64_epi8(at, _mm512_loadu_si512(p)),
+                            _mm512_set1_epi8(0x0F));
 }
 
 AI __m512i bcast4(const int8_t *p) {
@@ -144,71 +124,121 @@ AI __m512i bcast4(const int8_t *p) {
         }                                                                                          \
     } while (0)
 
-/* Two chains per token (columns j..j+3 and j+4..j+7 of each 8). */
-AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const int16_t *const *x, int32_t *C,
-                  size_t ldc, int accumulate, const int M, const int i4) {
-    _Alignas(64) int8_t xb[MOEQ__TILE_MAX * IDOT_WIN];
-    int32_t sx[MOEQ__TILE_MAX], tot[MOEQ__TILE_MAX] = {0};
+/* NB (1 or 2) blocks at bc, bstride bytes apart, for M tokens: per 4
+ * columns, one weight vector per block and one broadcast per token, so with
+ * two blocks each broadcast feeds two vpdpbusd.  Chains a (block 0) and c
+ * (block 1) per token; where few tokens would leave vpdpbusd waiting on its
+ * own results (M * NB <= 6) columns j+4..j+7 of each 8 go to second chains
+ * b and d.  Named variables, not arrays: GCC keeps these in registers. */
+#define IDOT_TOKENS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+AI void idot_impl(const uint8_t *bc, size_t bstride, size_t k0, size_t nk, const moeq__i8row *x,
+                  int32_t *C, size_t ldc, int accumulate, const int M, const int NB, const int i4) {
+    const int two = M * NB <= 6;
     const __m512i z = _mm512_setzero_si512();
-    __m512i a0 = z, b0 = z, a1 = z, b1 = z, a2 = z, b2 = z, a3 = z, b3 = z, a4 = z, b4 = z, a5 = z,
-            b5 = z;
-    for (size_t kw = k0; kw < k0 + nk; kw += IDOT_WIN) {
-        const size_t n = k0 + nk - kw < IDOT_WIN ? k0 + nk - kw : IDOT_WIN;
-        narrow_rows(x, kw, n, M, xb, sx);
-        for (int m = 0; m < M; m++) tot[m] += sx[m];
-        for (size_t j = 0; j < n; j += 8) {
-            __m512i w0, w1;
-            /* I4 codes fetched ahead as gemv's are (w4a8_int8, T=1: 0.80-0.88x
-             * the time without); I8 ones not (w8a8_int8: 1.08-1.19x, at 1, 2,
-             * 4 and 8 KiB ahead) */
-            if (i4) PF8(bc, kw + j, MOEQ__PK_I4);
-            if (i4) {
-                i4_quads(bc + (kw + j) * 8, &w0, &w1);
-            } else {
-                w0 = i8_quad(bc + (kw + j) * MOEQ__PK_ROWS);
-                w1 = i8_quad(bc + (kw + j + 4) * MOEQ__PK_ROWS);
-            }
-#define ROW(m)                                                                                     \
+    const uint8_t *bc1 = bc + bstride;
+#define DECL(m)                                                                                    \
+    __m512i a##m = z, b##m = z, c##m = z, d##m = z;                                                \
+    const int8_t *x##m = M > m ? x[m].b : NULL;
+    IDOT_TOKENS(DECL)
+#undef DECL
+    for (size_t k = k0; k < k0 + nk; k += 8) {
+        /* I4 codes fetched ahead as gemv's are (w4a8_int8, T=1: 0.80-0.88x
+         * the time without); I8 ones not (w8a8_int8: 1.08-1.19x, at 1, 2,
+         * 4 and 8 KiB ahead) */
+        if (i4) PF8(bc, k, MOEQ__PK_I4);
+        if (i4 && NB == 2) PF8(bc1, k, MOEQ__PK_I4);
+        /* columns k..k+3 */
+        __m512i w0 = i4 ? i4_quad(bc + k * 8, 0) : i8_quad(bc + k * 16);
+        __m512i w1 = NB == 1 ? z : i4 ? i4_quad(bc1 + k * 8, 0) : i8_quad(bc1 + k * 16);
+#define STEP(m)                                                                                    \
     if (M > m) {                                                                                   \
-        a##m = _mm512_dpbusd_epi32(a##m, w0, bcast4(xb + m * IDOT_WIN + j));                       \
-        b##m = _mm512_dpbusd_epi32(b##m, w1, bcast4(xb + m * IDOT_WIN + j + 4));                   \
+        const __m512i q = bcast4(x##m + k);                                                        \
+        a##m = _mm512_dpbusd_epi32(a##m, w0, q);                                                   \
+        if (NB == 2) c##m = _mm512_dpbusd_epi32(c##m, w1, q);                                      \
     }
-            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-#undef ROW
-        }
+        IDOT_TOKENS(STEP)
+#undef STEP
+        /* columns k+4..k+7 */
+        w0 = i4 ? i4_quad(bc + k * 8, 1) : i8_quad(bc + k * 16 + 64);
+        w1 = NB == 1 ? z : i4 ? i4_quad(bc1 + k * 8, 1) : i8_quad(bc1 + k * 16 + 64);
+#define STEP(m)                                                                                    \
+    if (M > m) {                                                                                   \
+        const __m512i q = bcast4(x##m + k + 4);                                                    \
+        if (two) {                                                                                 \
+            b##m = _mm512_dpbusd_epi32(b##m, w0, q);                                               \
+            if (NB == 2) d##m = _mm512_dpbusd_epi32(d##m, w1, q);                                  \
+        } else {                                                                                   \
+            a##m = _mm512_dpbusd_epi32(a##m, w0, q);                                               \
+            if (NB == 2) c##m = _mm512_dpbusd_epi32(c##m, w1, q);                                  \
+        }                                                                                          \
     }
-    /* the offset times the sum of x; int32 arithmetic wraps, and the true
-     * result fits (kernels.h: nk <= MOEQ__IDOT_KMAX) */
-    const int off = i4 ? 8 : 128;
-    const __m512i sums[MOEQ__TILE_MAX] = {_mm512_add_epi32(a0, b0), _mm512_add_epi32(a1, b1),
-                                          _mm512_add_epi32(a2, b2), _mm512_add_epi32(a3, b3),
-                                          _mm512_add_epi32(a4, b4), _mm512_add_epi32(a5, b5)};
-    for (int m = 0; m < M; m++) {
-        const uint32_t corr = (uint32_t)off * (uint32_t)tot[m];
-        __m512i r = _mm512_sub_epi32(sums[m], _mm512_set1_epi32((int)corr));
-        if (accumulate) r = _mm512_add_epi32(r, _mm512_loadu_si512(C + (size_t)m * ldc));
-        _mm512_storeu_si512(C + (size_t)m * ldc, r);
+        IDOT_TOKENS(STEP)
+#undef STEP
     }
+    /* the offset times the window's sum of x; int32 arithmetic wraps, and the
+     * true result fits (kernels.h: nk <= MOEQ__IDOT_KMAX) */
+    const uint32_t off = i4 ? 8u : 128u;
+#define OUT(m)                                                                                     \
+    if (M > m) {                                                                                   \
+        const uint32_t sx = (uint32_t)x[m].ps[(k0 + nk) / 8] - (uint32_t)x[m].ps[k0 / 8];          \
+        const __m512i corr = _mm512_set1_epi32((int)(off * sx));                                   \
+        int32_t *cm = C + (size_t)(m)*ldc;                                                         \
+        __m512i r = _mm512_sub_epi32(two ? _mm512_add_epi32(a##m, b##m) : a##m, corr);             \
+        if (accumulate) r = _mm512_add_epi32(r, _mm512_loadu_si512(cm));                           \
+        _mm512_storeu_si512(cm, r);                                                                \
+        if (NB == 2) {                                                                             \
+            r = _mm512_sub_epi32(two ? _mm512_add_epi32(c##m, d##m) : c##m, corr);                 \
+            if (accumulate) r = _mm512_add_epi32(r, _mm512_loadu_si512(cm + 16));                  \
+            _mm512_storeu_si512(cm + 16, r);                                                       \
+        }                                                                                          \
+    }
+    IDOT_TOKENS(OUT)
+#undef OUT
 }
+#undef IDOT_TOKENS
 
-static void idot(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, size_t M,
-                 const int16_t *const *x, int32_t *C, size_t ldc, int accumulate) {
-    const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
-#define IDOT_M(i4)                                                                                 \
+/* Blocks two at a time (an odd last one alone), the tokens in one pass.
+ * GCC's partial redundancy elimination leaves the 24 accumulators of two
+ * blocks x 12 tokens spilling to the stack and shuffled between registers
+ * on every pass (GCC 12, -O2): here it is off. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-pre")))
+#endif
+static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
+                 const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
+    const size_t bs = pk->blk_code_bytes;
+    for (size_t i = 0; i < nb; i += 2) {
+        const uint8_t *bc = pk->codes + (blk + i) * bs;
+        int32_t *Ci = C + 16 * i;
+        const int two = nb - i >= 2, i4 = pk->code == MOEQ__PK_I4;
+#define IDOT_CALL(m, n, q) idot_impl(bc, bs, k0, nk, x, Ci, ldc, accumulate, m, n, q)
+#define IDOT_M(n, q)                                                                               \
     switch (M) {                                                                                   \
-        case 1: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 1, i4); break;                        \
-        case 2: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 2, i4); break;                        \
-        case 3: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 3, i4); break;                        \
-        case 4: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 4, i4); break;                        \
-        case 5: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 5, i4); break;                        \
-        default: idot_impl(bc, k0, nk, x, C, ldc, accumulate, 6, i4); break;                       \
+        case 1: IDOT_CALL(1, n, q); break;                                                         \
+        case 2: IDOT_CALL(2, n, q); break;                                                         \
+        case 3: IDOT_CALL(3, n, q); break;                                                         \
+        case 4: IDOT_CALL(4, n, q); break;                                                         \
+        case 5: IDOT_CALL(5, n, q); break;                                                         \
+        case 6: IDOT_CALL(6, n, q); break;                                                         \
+        case 7: IDOT_CALL(7, n, q); break;                                                         \
+        case 8: IDOT_CALL(8, n, q); break;                                                         \
+        case 9: IDOT_CALL(9, n, q); break;                                                         \
+        case 10: IDOT_CALL(10, n, q); break;                                                       \
+        case 11: IDOT_CALL(11, n, q); break;                                                       \
+        default: IDOT_CALL(12, n, q); break;                                                       \
     }
-    if (pk->code == MOEQ__PK_I4) {
-        IDOT_M(1)
-    } else {
-        IDOT_M(0)
-    }
+        if (two && i4) {
+            IDOT_M(2, 1)
+        } else if (two) {
+            IDOT_M(2, 0)
+        } else if (i4) {
+            IDOT_M(1, 1)
+        } else {
+            IDOT_M(1, 0)
+        }
 #undef IDOT_M
+#undef IDOT_CALL
+    }
 }
 
 /* ---- gemv and panel --------------------------------------------------------------- */

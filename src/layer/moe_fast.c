@@ -95,6 +95,8 @@ typedef struct fast {
     bool per_row_x;
     bool int8;           /* l->int8_dot: activations as codes, integer products */
     int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
+    int8_t *xq8, *aq8;   /* int8: the same codes as bytes */
+    int32_t *xps, *aps;  /* int8: their prefix sums per 8 columns, [T][H/8 + 1], [rows][I/8 + 1] */
     bool gemv_b;         /* the CPU has AVX512_BF16: up to MOEQ__GEMV_MAX rows of bfloat16
                             values take gemv_bf16 (gemv_bf16_block) */
     bool fp8b;           /* FP8 activations (per token, tensor, static or group), an expert
@@ -128,14 +130,14 @@ typedef struct fast {
 typedef struct tscratch {
     float *P;               /* [KB, 16] */
     float *W16;             /* [16, maxk]: unpacked projections */
-    float *Cg;              /* [mmax, 16] */
-    float *Cu;              /* [mmax, 16] */
+    float *Cg;              /* [mmax, 16 * MOEQ__IDOT_BLOCKS] */
+    float *Cu;              /* [mmax, 16 * MOEQ__IDOT_BLOCKS] */
     const float **xr, **xo; /* [mmax] */
-    const int16_t **xc;     /* [mmax]: int8 path, rows of codes */
+    moeq__i8row *xc;        /* [mmax]: int8 path, rows of codes */
     const uint16_t **xb;    /* [mmax]: bfloat16 path, rows of bfloat16 inputs */
     const uint16_t **xbo;   /* [mmax]: the same rows at a panel's first column */
     const float **xbs;      /* [mmax]: fp8b, the rows' scales (one, or one per group) */
-    int32_t *Ci;            /* [mmax, 16]: int8 path, integer sums */
+    int32_t *Ci;            /* [mmax, 16 * MOEQ__IDOT_BLOCKS]: int8 path, integer sums */
     float *Sg;              /* bfloat16 path: one scale group's sums, in Ci's memory */
     float *xsc;             /* [mmax]: int8 path, the rows' activation scales */
     moeq__fp4row *f4;       /* [mmax]: fp4 path, the rows' codes */
@@ -159,8 +161,10 @@ static size_t tscratch_size(const fast *f) {
     size_t maxk = f->maxk;
     return up64(KB * 16 * sizeof(float)) +
            (f->l->all_packed ? 0 : up64(16 * maxk * sizeof(float))) +
-           2 * up64(f->mmax * 16 * sizeof(float)) + 6 * up64(f->mmax * sizeof(float *)) +
-           up64(f->mmax * 16 * sizeof(int32_t)) + up64(f->mmax * sizeof(float)) +
+           2 * up64(f->mmax * 16 * MOEQ__IDOT_BLOCKS * sizeof(float)) +
+           5 * up64(f->mmax * sizeof(float *)) + up64(f->mmax * sizeof(moeq__i8row)) +
+           up64(f->mmax * 16 * MOEQ__IDOT_BLOCKS * sizeof(int32_t)) +
+           up64(f->mmax * sizeof(float)) +
            up64(f->mmax * sizeof(moeq__fp4row)) +
            up64(2 * MOEQ__GEMV_MAX * xp_stride(f) * sizeof(float)) +
            up64(f->H * sizeof(float)) + up64(f->k * sizeof(float *)) +
@@ -179,15 +183,15 @@ static tscratch tscratch_get(const fast *f, int tid) {
         p += up64(16 * f->maxk * sizeof(float));
     }
     t.Cg = (float *)(void *)p;
-    p += up64(f->mmax * 16 * sizeof(float));
+    p += up64(f->mmax * 16 * MOEQ__IDOT_BLOCKS * sizeof(float));
     t.Cu = (float *)(void *)p;
-    p += up64(f->mmax * 16 * sizeof(float));
+    p += up64(f->mmax * 16 * MOEQ__IDOT_BLOCKS * sizeof(float));
     t.xr = (const float **)(void *)p;
     p += up64(f->mmax * sizeof(float *));
     t.xo = (const float **)(void *)p;
     p += up64(f->mmax * sizeof(float *));
-    t.xc = (const int16_t **)(void *)p;
-    p += up64(f->mmax * sizeof(float *));
+    t.xc = (moeq__i8row *)(void *)p;
+    p += up64(f->mmax * sizeof(moeq__i8row));
     t.xb = (const uint16_t **)(void *)p;
     p += up64(f->mmax * sizeof(float *));
     t.xbo = (const uint16_t **)(void *)p;
@@ -196,7 +200,7 @@ static tscratch tscratch_get(const fast *f, int tid) {
     p += up64(f->mmax * sizeof(float *));
     t.Ci = (int32_t *)(void *)p;
     t.Sg = (float *)(void *)p; /* the int8 and bfloat16 paths never meet */
-    p += up64(f->mmax * 16 * sizeof(int32_t));
+    p += up64(f->mmax * 16 * MOEQ__IDOT_BLOCKS * sizeof(int32_t));
     t.xsc = (float *)(void *)p;
     p += up64(f->mmax * sizeof(float));
     t.f4 = (moeq__fp4row *)(void *)p;
@@ -352,6 +356,23 @@ static void code_row_fp4(const fast *f, const float *x, size_t n, float gsc, int
 static void zero_codes(int16_t *q, size_t n, float *s) {
     memset(q, 0, n * sizeof *q);
     *s = 0.0f;
+}
+
+/* Row r of the int8 path's codes: of the tokens (down false: xq, H columns)
+ * or of the down inputs (aq, I columns), as idot reads it. */
+static moeq__i8row codes_of(const fast *f, bool down, size_t r) {
+    const size_t n = down ? f->I : f->H;
+    const moeq__i8row x = {(down ? f->aq : f->xq) + r * n, (down ? f->aq8 : f->xq8) + r * n,
+                           (down ? f->aps : f->xps) + r * (n / 8 + 1)};
+    return x;
+}
+
+/* Once row r's codes are written: their bytes and prefix sums, made here
+ * once for every block idot runs them against. */
+static void codes_done(const fast *f, bool down, size_t r) {
+    const size_t n = down ? f->I : f->H;
+    moeq__i8row_fill((down ? f->aq : f->xq) + r * n, n, (down ? f->aq8 : f->xq8) + r * n,
+                     (down ? f->aps : f->xps) + r * (n / 8 + 1));
 }
 
 static bool all_finite(const float *x, size_t n) {
@@ -567,34 +588,40 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
     }
 }
 
-/* The int8 path's block: C[m*16 + r] = xsc[m] * sum_g ks(r, g) * S(m, r, g),
- * with S the exact integer sum of one scale group's code products (idot on
- * column windows of KB, so a window of the block stays in L1 across the
- * tiles of tokens), the groups' terms added in group order (iscale).
- * Nothing depends on M or the tiling: a token's result is the same whatever
- * it is batched with. */
+/* The int8 path's blocks b .. b + nb - 1 (nb <= MOEQ__IDOT_BLOCKS):
+ * C[m*16 nb + 16 i + r] = xsc[m] * sum_g ks(r, g) * S(m, r, g) for block
+ * b + i, with S the exact integer sum of one scale group's code products
+ * (idot on both blocks at once, on column windows of KB, so a window of the
+ * blocks stays in L1 across the tiles of tokens), the groups' terms added in
+ * group order (iscale).  Nothing depends on M, nb or the tiling: a token's
+ * result is the same whatever it is batched with. */
 static void proj_block_int(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b,
-                           size_t M, const int16_t *const *xc, const float *xsc, float *C) {
+                           size_t nb, size_t M, const moeq__i8row *xc, const float *xsc,
+                           float *C) {
     const moeq__packed *pk = &pj->pk;
-    const size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
+    const size_t ntile = (M + MOEQ__IDOT_MAX - 1) / MOEQ__IDOT_MAX, ld = 16 * nb;
     const size_t base = M / ntile, extra = M % ntile;
-    if (M > MOEQ__TILE_MAX) prefetch_cols(pk, b, 0, 2 * KB);
+    for (size_t i = 0; i < nb && M > MOEQ__TILE_MAX; i++) prefetch_cols(pk, b + i, 0, 2 * KB);
     for (size_t g = 0; g < pk->groups; g++) {
         const size_t g0 = g * pk->gsize, g1 = g0 + pk->gsize;
         for (size_t k0 = g0; k0 < g1; k0 += KB) {
             const size_t nk = g1 - k0 < KB ? g1 - k0 : KB;
-            if (M > MOEQ__TILE_MAX) prefetch_cols(pk, b, k0 + 2 * KB, KB);
+            for (size_t i = 0; i < nb && M > MOEQ__TILE_MAX; i++) {
+                prefetch_cols(pk, b + i, k0 + 2 * KB, KB);
+            }
             size_t m0 = 0;
             for (size_t i = 0; i < ntile; i++) {
                 const size_t mt = base + (i < extra);
-                f->K->idot(pk, b, k0, nk, mt, xc + m0, t->Ci + m0 * 16, 16, k0 > g0);
+                f->K->idot(pk, b, nb, k0, nk, mt, xc + m0, t->Ci + m0 * ld, ld, k0 > g0);
                 m0 += mt;
             }
         }
-        f->K->iscale(pk, b, g, M, t->Ci, C, g == 0);
+        for (size_t i = 0; i < nb; i++) {
+            f->K->iscale(pk, b + i, g, M, t->Ci + 16 * i, ld, C + 16 * i, ld, g == 0);
+        }
     }
     for (size_t m = 0; m < M; m++) {
-        for (size_t r = 0; r < 16; r++) C[m * 16 + r] *= xsc[m];
+        for (size_t r = 0; r < ld; r++) C[m * ld + r] *= xsc[m];
     }
 }
 
@@ -634,7 +661,10 @@ static void step_tokens(void *arg, int tid, int nt) {
                 moeq__to_f32_ref(io->x_dtype, src, f->H, row);
             }
             f->bad[tok] = !all_finite(row, f->H);
-            if (f->int8 && f->bad[tok]) zero_codes(f->xq + tok * f->H, f->H, &f->xs[tok]);
+            if (f->int8 && f->bad[tok]) {
+                zero_codes(f->xq + tok * f->H, f->H, &f->xs[tok]);
+                codes_done(f, false, tok);
+            }
             if (f->fp8b && f->bad[tok]) {
                 code_row_fp8(f, row, f->H, 0, 0, f->xb + tok * f->H, f->xs + tok * f->nxs, true);
             }
@@ -649,6 +679,7 @@ static void step_tokens(void *arg, int tid, int nt) {
             if (local_quant && f->int8) {
                 code_row(f, row, f->H, l->projs[0].act_scale, 1.0f, f->xq + tok * f->H,
                          &f->xs[tok]);
+                codes_done(f, false, tok);
             } else if (local_quant) {
                 if (f->fp8b) {
                     code_row_fp8(f, row, f->H, l->projs[0].act_scale, 1.0f, f->xb + tok * f->H,
@@ -717,6 +748,7 @@ static void step_tokens2(void *arg, int tid, int nt) {
             if (f->int8) {
                 code_row(f, f->xf + tok * f->H, f->H, 1.0f, f->ts1, f->xq + tok * f->H,
                          &f->xs[tok]);
+                codes_done(f, false, tok);
             } else {
                 if (f->fp8b) {
                     code_row_fp8(f, f->xf + tok * f->H, f->H, 1.0f, f->ts1, f->xb + tok * f->H,
@@ -729,12 +761,13 @@ static void step_tokens2(void *arg, int tid, int nt) {
     }
 }
 
-/* C = block b of pj for the item's M rows, by the layer's path (xg: what
- * the gemv kernels read per row for pj, gemv_rows). */
-static void block_out(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t M,
-                      const float *const *xg, float *C) {
+/* C = blocks b .. b + nb - 1 of pj for the item's M rows, C[m*16 nb + j]
+ * (nb > 1: the int8 path only), by the layer's path (xg: what the gemv
+ * kernels read per row for pj, gemv_rows). */
+static void block_out(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t nb,
+                      size_t M, const float *const *xg, float *C) {
     if (f->int8) {
-        proj_block_int(f, t, pj, b, M, t->xc, t->xsc, C);
+        proj_block_int(f, t, pj, b, nb, M, t->xc, t->xsc, C);
     } else if (f->fp4) {
         proj_block_fp4(f, pj, b, M, t->f4, C);
     } else {
@@ -750,7 +783,7 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
         /* fp4 keeps no f32 copy of a row (X is NULL): only codes */
         t->xr[m] = !f->per_row_x ? f->xf + tok * f->H : f->X ? f->X + r * f->H : NULL;
         if (f->int8) {
-            t->xc[m] = f->xq + tok * f->H;
+            t->xc[m] = codes_of(f, false, tok);
             t->xsc[m] = f->xs[tok];
         }
         if (f->bx) {
@@ -782,32 +815,38 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
      * (0.83x with 1 thread), wna16 0.93x, w8a8_fp8 0.93x, w4a16_mxfp4 and
      * w4a4_nvfp4 0.99-1.02x; T=32 0.97-1.00x.) */
     const bool gate_first = gated && M <= MOEQ__GEMV_MAX;
-    for (int32_t b = it->b0; gate_first && b < it->b0 + it->nb; b++) {
-        block_out(f, t, pg, (size_t)b, M, xg, t->Cg);
-        size_t j0 = (size_t)b * 16, nj = f->I - j0 < 16 ? f->I - j0 : 16;
+    /* the int8 path takes blocks in pairs (idot), the others one at a time */
+    const int32_t step = f->int8 ? MOEQ__IDOT_BLOCKS : 1, end = it->b0 + it->nb;
+    for (int32_t b = it->b0; gate_first && b < end; b += step) {
+        const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
+        block_out(f, t, pg, (size_t)b, nb, M, xg, t->Cg);
+        size_t j0 = (size_t)b * 16, nj = f->I - j0 < ld ? f->I - j0 : ld;
         for (size_t m = 0; m < M; m++) {
-            memcpy(f->A + (r0 + m) * f->I + j0, t->Cg + m * 16, nj * sizeof(float));
+            memcpy(f->A + (r0 + m) * f->I + j0, t->Cg + m * ld, nj * sizeof(float));
         }
     }
-    for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
+    for (int32_t b = it->b0; b < end; b += step) {
+        const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
-            /* up's block comes next; the following blocks soon after, here or
+            /* up's blocks come next; the following blocks soon after, here or
              * on another core (L3 is shared) */
-            prefetch_cols(&pu->pk, (size_t)b, 0, 2 * KB);
-            if (gated) prefetch_cols(&pg->pk, (size_t)b + 1, 0, 2 * KB);
-            prefetch_cols(&pu->pk, (size_t)b + 1, 0, 2 * KB);
+            for (size_t i = 0; i < nb; i++) {
+                prefetch_cols(&pu->pk, (size_t)b + i, 0, 2 * KB);
+                if (gated) prefetch_cols(&pg->pk, (size_t)b + nb + i, 0, 2 * KB);
+                prefetch_cols(&pu->pk, (size_t)b + nb + i, 0, 2 * KB);
+            }
         }
-        size_t j0 = (size_t)b * 16, nj = f->I - j0 < 16 ? f->I - j0 : 16;
+        size_t j0 = (size_t)b * 16, nj = f->I - j0 < ld ? f->I - j0 : ld;
         if (gate_first) {
             for (size_t m = 0; m < M; m++) {
-                memcpy(t->Cg + m * 16, f->A + (r0 + m) * f->I + j0, nj * sizeof(float));
+                memcpy(t->Cg + m * ld, f->A + (r0 + m) * f->I + j0, nj * sizeof(float));
             }
         } else if (gated) {
-            block_out(f, t, pg, (size_t)b, M, xg, t->Cg);
+            block_out(f, t, pg, (size_t)b, nb, M, xg, t->Cg);
         }
-        block_out(f, t, pu, (size_t)b, M, xu, t->Cu);
+        block_out(f, t, pu, (size_t)b, nb, M, xu, t->Cu);
         for (size_t m = 0; m < M; m++) {
-            float *g = t->Cg + m * 16, *u = t->Cu + m * 16;
+            float *g = t->Cg + m * ld, *u = t->Cu + m * ld;
             if (gated && pg->bias) {
                 for (size_t j = 0; j < nj; j++) g[j] += pg->bias[j0 + j];
             }
@@ -830,7 +869,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     for (size_t m = 0; m < M; m++) {
         t->xr[m] = f->A + (r0 + m) * f->I;
         if (f->int8) {
-            t->xc[m] = f->aq + (r0 + m) * f->I;
+            t->xc[m] = codes_of(f, true, r0 + m);
             t->xsc[m] = f->as[r0 + m];
         }
         if (f->fp8b) {
@@ -843,21 +882,25 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     const float *rows[MOEQ__GEMV_MAX];
     const float *const *xg =
         f->int8 || f->fp4 ? t->xr : gemv_rows(f, t, pd, M, t->xr, f->fp8b, 0, rows);
-    for (int32_t b = it->b0; b < it->b0 + it->nb; b++) {
+    const int32_t step = f->int8 ? MOEQ__IDOT_BLOCKS : 1, end = it->b0 + it->nb;
+    for (int32_t b = it->b0; b < end; b += step) {
+        const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
-            prefetch_cols(&pd->pk, (size_t)b + 1, 0, 2 * KB); /* the panels fetch their own */
+            for (size_t i = 0; i < nb; i++) { /* the panels fetch their own */
+                prefetch_cols(&pd->pk, (size_t)b + nb + i, 0, 2 * KB);
+            }
         }
         if (f->int8) {
-            proj_block_int(f, t, pd, (size_t)b, M, t->xc, t->xsc, t->Cg);
+            proj_block_int(f, t, pd, (size_t)b, nb, M, t->xc, t->xsc, t->Cg);
         } else if (f->fp4) {
             proj_block_fp4(f, pd, (size_t)b, M, t->f4, t->Cg);
         } else {
             proj_block(f, t, pd, (size_t)b, M, t->xr, xg, t->Cg, f->fp8b);
         }
-        size_t h0 = (size_t)b * 16, nh = f->H - h0 < 16 ? f->H - h0 : 16;
+        size_t h0 = (size_t)b * 16, nh = f->H - h0 < ld ? f->H - h0 : ld;
         for (size_t m = 0; m < M; m++) {
             float *y = f->Y + (r0 + m) * f->H + h0;
-            const float *c = t->Cg + m * 16;
+            const float *c = t->Cg + m * ld;
             if (pd->bias) {
                 for (size_t j = 0; j < nh; j++) y[j] = c[j] + pd->bias[h0 + j];
             } else {
@@ -895,7 +938,10 @@ static void quant_row_a(fast *f, const tscratch *t, size_t r) {
     /* per-tensor kinds found their bad rows in step_amax_a */
     const moeq__proj *pd = &f->l->projs[f->row_expert[r] * 3 + MOEQ__DOWN];
     if (tensor_kind(f->l->act_kind) ? f->row_bad[r] : check_row_a(f, r)) {
-        if (f->int8) zero_codes(f->aq + r * f->I, f->I, &f->as[r]);
+        if (f->int8) {
+            zero_codes(f->aq + r * f->I, f->I, &f->as[r]);
+            codes_done(f, true, r);
+        }
         if (f->fp8b) code_row_fp8(f, NULL, f->I, 0, 0, f->ab + r * f->I, f->as + r * f->nas, true);
         if (f->fp4) code_row_fp4(f, NULL, f->I, 0, f->a4v, f->a4s, f->a4u, r, true);
         return;
@@ -904,6 +950,7 @@ static void quant_row_a(fast *f, const tscratch *t, size_t r) {
         code_row_fp4(f, f->A + r * f->I, f->I, pd->act_scale, f->a4v, f->a4s, f->a4u, r, false);
     } else if (f->int8) {
         code_row(f, f->A + r * f->I, f->I, pd->act_scale, f->ts2, f->aq + r * f->I, &f->as[r]);
+        codes_done(f, true, r);
     } else if (f->fp8b) {
         code_row_fp8(f, f->A + r * f->I, f->I, pd->act_scale, f->ts2, f->ab + r * f->I,
                      f->as + r * f->nas, false);
@@ -1038,7 +1085,8 @@ static size_t make_items(const fast *f, size_t out_rows, item *items) {
     for (size_t e = 0; e < f->E; e++) {
         size_t M = (size_t)(f->starts[e + 1] - f->starts[e]);
         if (!M) continue;
-        size_t per = M <= MOEQ__GEMV_MAX ? nblk : 1;
+        /* the int8 path runs blocks in pairs (idot) */
+        size_t per = M <= MOEQ__GEMV_MAX ? nblk : f->int8 ? MOEQ__IDOT_BLOCKS : 1;
         /* A linear layer's one "expert" is all the work: its few rows still
          * go to every thread, a few runs of blocks each. */
         if (f->l->linear && M <= MOEQ__GEMV_MAX)
@@ -1178,6 +1226,11 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     const bool a_codes = f.int8 || f.fp8b;
     size_t q_bytes = f.int8 || f.bx ? up64(Tx * f.H * 2) + up64(Tx * f.nxs * 4) : 0;
     if (a_codes) q_bytes += up64(f.rows * f.I * 2) + up64(f.rows * f.nas * 4);
+    size_t at_q8 = at_q + q_bytes; /* int8: xq8, xps, aq8, aps */
+    if (f.int8) {
+        q_bytes += up64(Tx * f.H) + up64(Tx * (f.H / 8 + 1) * 4) + up64(f.rows * f.I) +
+                   up64(f.rows * (f.I / 8 + 1) * 4);
+    }
     size_t at_q4 = at_q + q_bytes; /* fp4: x4v, a4v, x4s, a4s, x4u, a4u */
     if (f.fp4) {
         q_bytes += up64(f.rows * f.H) + up64(f.rows * f.I) + up64(f.rows * f.H / 16 * 4) +
@@ -1209,6 +1262,16 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
                 q += up64(f.rows * f.I * 2);
                 f.as = (float *)(void *)q;
             }
+        }
+        if (f.int8) {
+            uint8_t *q = base + at_q8;
+            f.xq8 = (int8_t *)q;
+            q += up64(Tx * f.H);
+            f.xps = (int32_t *)(void *)q;
+            q += up64(Tx * (f.H / 8 + 1) * 4);
+            f.aq8 = (int8_t *)q;
+            q += up64(f.rows * f.I);
+            f.aps = (int32_t *)(void *)q;
         }
         if (f.fp4) {
             uint8_t *q = base + at_q4;

@@ -590,7 +590,13 @@ int main(int argc, char **argv) {
     }
 
     int nl = o.layers ? o.layers : o.quick ? 1 : 0;
-    result *results = calloc(64, sizeof(result));
+    /* one result per scheme, thread count (1, 2) and token count */
+    const size_t max_results = sizeof k_schemes / sizeof k_schemes[0] * 2 * (size_t)nT;
+    result *results = calloc(max_results, sizeof(result));
+    if (!results) {
+        fprintf(stderr, "moe_bench: out of memory for %zu results\n", max_results);
+        return 1;
+    }
     int nres = 0;
     for (size_t si = 0; si < sizeof k_schemes / sizeof k_schemes[0]; si++) {
         const scheme_def *s = &k_schemes[si];

@@ -1050,7 +1050,8 @@ static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const moe
 }
 
 /* Block by block (the AVX2 kernels gain nothing from a second block per
- * pass: one vector holds 8 rows), I8 in tiles of at most 6 tokens. */
+ * pass: one vector holds 8 rows), I8 in tiles of at most MOEQ__TILE_MAX
+ * tokens (idot_impl's 12 accumulators). */
 static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
                  const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
     for (size_t i = 0; i < nb; i++) {
@@ -1060,7 +1061,7 @@ static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_
             idot_i4(bc, k0, nk, M, x, Ci, ldc, accumulate);
             continue;
         }
-        const size_t ntile = (M + 5) / 6;
+        const size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
         for (size_t t = 0, m0 = 0; t < ntile; t++) {
             const size_t mt = M / ntile + (t < M % ntile);
             const moeq__i8row *xt = x + m0;

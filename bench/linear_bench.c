@@ -290,7 +290,11 @@ int main(int argc, char **argv) {
             const int copies = copies_for(bytes, quick);
             moeq_config **cfg = calloc((size_t)copies, sizeof *cfg);
             moeq_linear **lay = calloc((size_t)copies, sizeof *lay);
-            if (!cfg || !lay) return 1;
+            if (!cfg || !lay) {
+                fprintf(stderr, "linear_bench: out of memory for %d copies of %s\n", copies,
+                        sh->name);
+                return 1;
+            }
             cfg[0] = cfg0;
             lay[0] = lay0;
             for (int c = 1; c < copies; c++) lay[c] = build_linear(s, sh, &cfg[c]);

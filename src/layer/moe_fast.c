@@ -37,7 +37,7 @@
  * over it; projections that could not be packed are dequantized by
  * moeq__dequant_ref into the same panels.  Where the inputs are bfloat16
  * values (bx: FP8 activation codes, or the bf16 input of a weight-only
- * layer in gemm1) and an expert has more rows than the gemv
+ * layer in gemm1 on CPUs with AVX-512) and an expert has more rows than the gemv
  * takes, the panel holds the weight codes as bfloat16 pairs instead and
  * tile_bf16 sums exact products (vdpbf16ps where the CPU has it), scaled per
  * group afterwards; with fewer rows, on CPUs with AVX512_BF16, gemv_bf16
@@ -102,9 +102,9 @@ typedef struct fast {
     bool fp8b;           /* FP8 activations (per token, tensor, static or group), an expert
                             with more than MOEQ__GEMV_MAX rows or gemv_b: packed blocks take
                             tile_bf16 or gemv_bf16 */
-    bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or a weight-only layer's
-                            bf16 input (then packed blocks take tile_bf16 or gemv_bf16 in
-                            gemm1) */
+    bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or (CPUs with AVX-512) a
+                            weight-only layer's bf16 input (then packed blocks take tile_bf16
+                            or gemv_bf16 in gemm1) */
     uint16_t *xb, *ab;   /* bx, fp8b: the codes of xf and of A as bfloat16, where xq, aq go */
     float *xs, *as;      /* int8, fp8b: their scales, [T][nxs] and [rows][nas] */
     size_t nxs, nas;     /* scales per row: 1, or per group (FP8_GROUP) H / group, I / group */
@@ -1207,9 +1207,15 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
              (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
               l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
+    /* A weight-only layer's bf16 input stays bfloat16 only on CPUs with
+     * AVX-512 (a property of the CPU, not of the table, so that the avx2 and
+     * avx512 tables give the same bits on one CPU): on AVX2-only CPUs the
+     * tile_bf16 of ymm registers (two tokens a call, each weight pair split
+     * by integer operations) took 1.5-1.8x the float path's time for wna16
+     * and 1.1-1.5x for w6a16_mxfp6 (T=512, 2 threads; docs/performance.md). */
     f.bx = f.fp8b || (!l->linear && !f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
-                      l->act_kind == MOEQ__ACT_NONE && io->x_dtype == MOEQ_DTYPE_BF16 &&
-                      !c->apply_router_weight_on_input);
+                      moeq__cpu_level() >= 2 && l->act_kind == MOEQ__ACT_NONE &&
+                      io->x_dtype == MOEQ_DTYPE_BF16 && !c->apply_router_weight_on_input);
     f.nxs = f.nas = 1;
     if (f.fp8b && l->act_kind == MOEQ__ACT_FP8_GROUP) {
         const size_t gs = (size_t)l->act_group;

@@ -1208,14 +1208,15 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
              (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
               l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
     /* A weight-only layer's bf16 input stays bfloat16 only on CPUs with
-     * AVX-512 (a property of the CPU, not of the table, so that the avx2 and
-     * avx512 tables give the same bits on one CPU): on AVX2-only CPUs the
-     * tile_bf16 of ymm registers (two tokens a call, each weight pair split
-     * by integer operations) took 1.5-1.8x the float path's time for wna16
-     * and 1.1-1.5x for w6a16_mxfp6 (T=512, 2 threads; docs/performance.md). */
-    f.bx = f.fp8b || (!l->linear && !f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
-                      moeq__cpu_level() >= 2 && l->act_kind == MOEQ__ACT_NONE &&
-                      io->x_dtype == MOEQ_DTYPE_BF16 && !c->apply_router_weight_on_input);
+     * AVX512_BF16 (gemv_b: a property of the CPU, not of the table, so that
+     * the avx2 and avx512 tables give the same bits on one CPU).  Elsewhere
+     * tile_bf16 is the AVX2 one, FMAs on ymm registers (two tokens a call,
+     * each weight pair split by integer operations), which took 1.5-1.8x the
+     * float path's time for wna16 and 1.1-1.5x for w6a16_mxfp6 on an AVX2
+     * CPU (T=512, 2 threads; docs/performance.md). */
+    f.bx = f.fp8b || (!l->linear && !f.int8 && !f.fp4 && !f.per_row_x && f.gemv_b &&
+                      l->act_kind == MOEQ__ACT_NONE && io->x_dtype == MOEQ_DTYPE_BF16 &&
+                      !c->apply_router_weight_on_input);
     f.nxs = f.nas = 1;
     if (f.fp8b && l->act_kind == MOEQ__ACT_FP8_GROUP) {
         const size_t gs = (size_t)l->act_group;

@@ -392,8 +392,8 @@ START_TEST(test_every_scheme_bit_identical_f32) {
 }
 END_TEST
 
-/* bfloat16 inputs and outputs: weight-only layers then multiply bfloat16
- * rows, the choice that depends on the busiest expert of all ranks. */
+/* bfloat16 inputs and outputs: on CPUs with AVX512_BF16 weight-only layers
+ * then multiply bfloat16 rows. */
 START_TEST(test_every_scheme_bit_identical_bf16) {
     moeq_ctx_options co = {1, 0};
     check_scheme_bits(&k_test_schemes[_i], _i, MOEQ_DTYPE_BF16, &co, 2, false);

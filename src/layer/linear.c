@@ -501,7 +501,7 @@ moeq_status moeq_linear_apply(const moeq_linear *l, moeq_ctx *ctx, int32_t x_dty
         moeq__apply_io io = {ctx,    x_dtype,   x,
                              tokens, 1,         NULL,
                              NULL,   out_dtype, (uint8_t *)out + (size_t)l->col0[j] * osz,
-                             NULL,   0,         l->n > 1 ? l->out : 0};
+                             NULL,   l->n > 1 ? l->out : 0};
         st = m->scheme->apply(m, &io, err);
     }
     return st;

@@ -30,10 +30,6 @@ typedef struct moeq__apply_io {
      * bad), for moeq__moe_combine_token on the token's rank; -1 for pairs
      * that have none (ids of -1). */
     const int32_t *pair_out;
-    /* > 0: the rows of the busiest expert over every rank, which decides
-     * whether rows go as bfloat16 (moe_fast.c), as it does for one process
-     * holding every expert. */
-    int32_t mmax_hint;
     /* Elements from one row of out to the next; 0: H.  A fused linear layer
      * writes each shard's columns of its rows (linear.c). */
     int64_t out_stride;
@@ -116,12 +112,12 @@ void moeq__moe_combine_token(const moeq_moe *l, const moeq_ctx *ctx, size_t k, c
  * (x_dtype), each with top_k (global id, weight) slots, ids held here or -1;
  * writes pair p's expert output to row pair_out[p] of y (f32, NaN rows as in
  * moeq__apply_io.pair_out; pair_out[p] is -1 exactly where ids[p] is).
- * mmax_hint as in moeq__apply_io.  Checks as moeq_moe_apply.
+ * Checks as moeq_moe_apply.
  * @return OK, INVALID_ARG, DTYPE, STATE, NOMEM, INTERNAL (an id not held
  *         here, a slot that disagrees with its id). */
 moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
                                  int64_t tokens, int32_t top_k, const int32_t *ids,
-                                 const float *weights, const int32_t *pair_out, int32_t mmax_hint,
+                                 const float *weights, const int32_t *pair_out,
                                  float *y, moeq_error *err);
 
 /* Shared by both forwards (moe_act.c). */

@@ -35,13 +35,12 @@
  * item); for more rows, the weights of a 16 x KB panel are
  * dequantized to f32 once and the tile kernel runs up to 6 rows at a time
  * over it; projections that could not be packed are dequantized by
- * moeq__dequant_ref into the same panels.  Where the inputs are bfloat16
- * values (bx: FP8 activation codes, or the bf16 input of a weight-only
- * layer in gemm1 on CPUs with AVX-512) and an expert has more rows than the gemv
- * takes, the panel holds the weight codes as bfloat16 pairs instead and
- * tile_bf16 sums exact products (vdpbf16ps where the CPU has it), scaled per
- * group afterwards; with fewer rows, on CPUs with AVX512_BF16, gemv_bf16
- * does the same in registers.
+ * moeq__dequant_ref into the same panels.  On CPUs with AVX512_BF16, where
+ * the inputs are bfloat16 values (bx: FP8 activation codes, or the bf16
+ * input of a weight-only layer in gemm1) and an expert has more rows than
+ * the gemv takes, the panel holds the weight codes as bfloat16 pairs
+ * instead and tile_bf16 sums exact products (vdpbf16ps), scaled per group
+ * afterwards; with fewer rows gemv_bf16 does the same in registers.
  * The int8 and NVFP4 activation paths are proj_block_int and proj_block_fp4.
  */
 #include "layer/moe.h"
@@ -99,12 +98,11 @@ typedef struct fast {
     int32_t *xps, *aps;  /* int8: their prefix sums per 8 columns, [T][H/8 + 1], [rows][I/8 + 1] */
     bool gemv_b;         /* the CPU has AVX512_BF16: up to MOEQ__GEMV_MAX rows of bfloat16
                             values take gemv_bf16 (gemv_bf16_block) */
-    bool fp8b;           /* FP8 activations (per token, tensor, static or group), an expert
-                            with more than MOEQ__GEMV_MAX rows or gemv_b: packed blocks take
-                            tile_bf16 or gemv_bf16 */
-    bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or (CPUs with AVX-512) a
-                            weight-only layer's bf16 input (then packed blocks take tile_bf16
-                            or gemv_bf16 in gemm1) */
+    bool fp8b;           /* FP8 activations (per token, tensor, static or group) and gemv_b:
+                            packed blocks take tile_bf16 or gemv_bf16 */
+    bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or (gemv_b) a weight-only
+                            layer's bf16 input (then packed blocks take tile_bf16 or gemv_bf16
+                            in gemm1) */
     uint16_t *xb, *ab;   /* bx, fp8b: the codes of xf and of A as bfloat16, where xq, aq go */
     float *xs, *as;      /* int8, fp8b: their scales, [T][nxs] and [rows][nas] */
     size_t nxs, nas;     /* scales per row: 1, or per group (FP8_GROUP) H / group, I / group */
@@ -1197,23 +1195,19 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         }
     }
     /* FP8 activations keep their codes too (bfloat16, with their scales), and
-     * a weight-only layer its bf16 input, when some expert has rows enough for
-     * the tiles or the CPU runs gemv_bf16. */
-    f.gemv_b = moeq__cpu_avx512bf16();
-    const size_t mmax_all = io->mmax_hint > 0 && (size_t)io->mmax_hint > f.mmax
-                                ? (size_t)io->mmax_hint
-                                : f.mmax; /* expert parallelism: over every rank */
-    const bool bf16_rows = mmax_all > MOEQ__GEMV_MAX || f.gemv_b;
-    f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && bf16_rows &&
-             (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
-              l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
-    /* A weight-only layer's bf16 input stays bfloat16 only on CPUs with
-     * AVX512_BF16 (gemv_b: a property of the CPU, not of the table, so that
-     * the avx2 and avx512 tables give the same bits on one CPU).  Elsewhere
+     * a weight-only layer its bf16 input, only on CPUs with AVX512_BF16
+     * (gemv_b: a property of the CPU, not of the table, so that the avx2 and
+     * avx512 tables give the same bits on one CPU, and not of the batch, so
+     * that every rank of expert parallelism decides alike).  Elsewhere
      * tile_bf16 is the AVX2 one, FMAs on ymm registers (two tokens a call,
      * each weight pair split by integer operations), which took 1.5-1.8x the
-     * float path's time for wna16 and 1.1-1.5x for w6a16_mxfp6 on an AVX2
-     * CPU (T=512, 2 threads; docs/performance.md). */
+     * float path's time for wna16, 1.1-1.5x for w6a16_mxfp6 and 1.6-1.8x for
+     * w8a8_fp8 and w4a8_fp8 on an AVX2 CPU (T=512, 2 threads;
+     * docs/performance.md). */
+    f.gemv_b = moeq__cpu_avx512bf16();
+    f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && f.gemv_b &&
+             (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
+              l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
     f.bx = f.fp8b || (!l->linear && !f.int8 && !f.fp4 && !f.per_row_x && f.gemv_b &&
                       l->act_kind == MOEQ__ACT_NONE && io->x_dtype == MOEQ_DTYPE_BF16 &&
                       !c->apply_router_weight_on_input);

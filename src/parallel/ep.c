@@ -10,8 +10,8 @@
  *               destination rank and local expert there, and its tokens per
  *               destination; agree (status, x dtype, largest top_k) ->
  *               alltoallv of the counts;
- *   2. dispatch size the buffers; the busiest expert's row count;
- *               agree (status, max rows, largest buffer) -> alltoallv of the
+ *   2. dispatch size the buffers;
+ *               agree (status, largest buffer) -> alltoallv of the
  *               (id, weight) slots and of the x rows: each token once per
  *               rank holding one of its experts, tokens in order;
  *   3. experts  moeq__moe_apply_rows on the tokens received (in source-rank
@@ -24,7 +24,7 @@
  * each expert gets the same rows in the same order (source ranks in rank
  * order, each source's tokens in order: the single-process bucketing of the
  * concatenated batch), the kernels a row takes depend only on its expert's
- * row count and on the busiest expert's (passed as the hint), a row's
+ * row count and on the CPU, a row's
  * result does not depend on the other rows, and the combine is the same
  * function with the same operands.
  */
@@ -590,7 +590,6 @@ static moeq_status apply_impl(moeq_ep *ep, moeq_ctx *ctx, moeq_status pre, moeq_
     const size_t metab = sizeof(ep_meta) * (size_t)kmax;
     ep_counts c = {heap, heap + S, heap + 2 * S, heap + 3 * S};
     int64_t P_all = 0, T_all = 0, R_all = 0, Rt_all = 0;
-    int32_t mmax = 0;
     for (int32_t r = 0; r < S; r++) {
         c.P[r] = 0;
         for (int32_t j = 0; j < ep->nloc[r]; j++) c.P[r] += cnt[ep->cnt_off[r] + r + j];
@@ -603,11 +602,6 @@ static moeq_status apply_impl(moeq_ep *ep, moeq_ctx *ctx, moeq_status pre, moeq_
         T_all += c.Tk[r];
         R_all += c.R[r];
         Rt_all += c.Rt[r];
-    }
-    for (int32_t j = 0; j < nl; j++) {
-        int64_t m = 0;
-        for (int32_t r = 0; r < S; r++) m += cnt_recv[(size_t)r * (size_t)nc + (size_t)j];
-        if (m > mmax) mmax = m > INT32_MAX ? INT32_MAX : (int32_t)m;
     }
     if (R_all > INT32_MAX || Rt_all * kmax > INT32_MAX) {
         st = moeq__error(&le, MOEQ_STATUS_LIMIT,
@@ -684,15 +678,14 @@ static moeq_status apply_impl(moeq_ep *ep, moeq_ctx *ctx, moeq_status pre, moeq_
     int64_t most_y = (P_all > R_all ? P_all : R_all) * (int64_t)(H * sizeof(float));
     most = most > most_y ? most : most_y;
     int64_t kib = (most + 1023) / 1024;
-    int32_t v2[2] = {mmax, kib > INT32_MAX ? INT32_MAX : (int32_t)kib};
-    st = agree(ep, st, &le, v2, 2, "dispatch", err);
+    int32_t vk[1] = {kib > INT32_MAX ? INT32_MAX : (int32_t)kib};
+    st = agree(ep, st, &le, vk, 1, "dispatch", err);
     if (st != MOEQ_STATUS_OK) goto out;
-    mmax = v2[0];
-    if ((int64_t)v2[1] * 1024 > INT32_MAX) {
+    if ((int64_t)vk[0] * 1024 > INT32_MAX) {
         st = moeq__error(err, MOEQ_STATUS_LIMIT,
                          "%s: expert parallelism: a rank would exchange %lld MiB in one "
                          "alltoallv, over the 2 GiB a call may move; split the batch",
-                         ep_name(ep), (long long)v2[1] / 1024);
+                         ep_name(ep), (long long)vk[0] / 1024);
         goto out;
     }
     {
@@ -732,7 +725,7 @@ static moeq_status apply_impl(moeq_ep *ep, moeq_ctx *ctx, moeq_status pre, moeq_
     }
     if (st == MOEQ_STATUS_OK) {
         st = moeq__moe_apply_rows(ep->layer, ctx, x_dtype, rrows, Rt_all, kmax, rid, rw, pair_out,
-                                  mmax, Y, &le);
+                                  Y, &le);
     }
     st = agree(ep, st, &le, NULL, 0, "experts", err);
     if (st != MOEQ_STATUS_OK) goto out;

@@ -117,8 +117,8 @@ void moeq__moe_combine_token(const moeq_moe *l, const moeq_ctx *ctx, size_t k, c
  *         here, a slot that disagrees with its id). */
 moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
                                  int64_t tokens, int32_t top_k, const int32_t *ids,
-                                 const float *weights, const int32_t *pair_out,
-                                 float *y, moeq_error *err);
+                                 const float *weights, const int32_t *pair_out, float *y,
+                                 moeq_error *err);
 
 /* Shared by both forwards (moe_act.c). */
 void moeq__act_quant_rows(int32_t kind, int32_t group, float *x, size_t m, size_t k,

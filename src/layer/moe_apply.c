@@ -111,8 +111,8 @@ moeq_status moeq_moe_apply(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, co
 
 moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dtype, const void *x,
                                  int64_t tokens, int32_t top_k, const int32_t *ids,
-                                 const float *weights, const int32_t *pair_out,
-                                 float *y, moeq_error *err) {
+                                 const float *weights, const int32_t *pair_out, float *y,
+                                 moeq_error *err) {
     moeq_status st =
         check_apply(l, x_dtype, x, tokens, top_k, ids, weights, MOEQ_DTYPE_F32, y, err);
     if (st != MOEQ_STATUS_OK || tokens == 0) return st;
@@ -126,7 +126,7 @@ moeq_status moeq__moe_apply_rows(const moeq_moe *l, moeq_ctx *ctx, int32_t x_dty
                                (int)pair_out[p]);
         }
     }
-    moeq__apply_io io = {ctx,     x_dtype,        x, tokens,   top_k,     ids,
+    moeq__apply_io io = {ctx,     x_dtype,        x, tokens,   top_k, ids,
                          weights, MOEQ_DTYPE_F32, y, pair_out, 0};
     return l->scheme->apply(l, &io, err);
 }

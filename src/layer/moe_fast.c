@@ -96,13 +96,11 @@ typedef struct fast {
     int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
     int8_t *xq8, *aq8;   /* int8: the same codes as bytes */
     int32_t *xps, *aps;  /* int8: their prefix sums per 8 columns, [T][H/8 + 1], [rows][I/8 + 1] */
-    bool gemv_b;         /* the CPU has AVX512_BF16: up to MOEQ__GEMV_MAX rows of bfloat16
-                            values take gemv_bf16 (gemv_bf16_block) */
-    bool fp8b;           /* FP8 activations (per token, tensor, static or group) and gemv_b:
-                            packed blocks take tile_bf16 or gemv_bf16 */
-    bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or (gemv_b) a weight-only
-                            layer's bf16 input (then packed blocks take tile_bf16 or gemv_bf16
-                            in gemm1) */
+    bool fp8b;           /* FP8 activations (per token, tensor, static or group) on a CPU with
+                            AVX512_BF16: packed blocks take tile_bf16 or gemv_bf16 */
+    bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or (AVX512_BF16) a
+                            weight-only layer's bf16 input (then packed blocks take tile_bf16
+                            or gemv_bf16 in gemm1) */
     uint16_t *xb, *ab;   /* bx, fp8b: the codes of xf and of A as bfloat16, where xq, aq go */
     float *xs, *as;      /* int8, fp8b: their scales, [T][nxs] and [rows][nas] */
     size_t nxs, nas;     /* scales per row: 1, or per group (FP8_GROUP) H / group, I / group */
@@ -505,14 +503,13 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
 }
 
 /* Whether gemv_bf16 serves pj's blocks for up to MOEQ__GEMV_MAX rows, given
- * bfloat16 rows (codes): on CPUs with AVX512_BF16 (gemv_b), where vdpbf16ps
- * halves the gemv's operations per weight; elsewhere the float gemv, whose
- * emulation of it in FMAs ran at 0.5-0.9x the float gemv's rate (kern_bench,
- * avx2 table, hot).  The rule is the CPU's, not the table's, so that every
- * table gives the same outputs on one CPU.  Activation scales per group
- * (FP8_GROUP) stay on the float gemv: its rows hold them already. */
+ * bfloat16 rows (codes, which exist only on CPUs with AVX512_BF16:
+ * vdpbf16ps halves the gemv's operations per weight, while its emulation in
+ * FMAs ran at 0.5-0.9x the float gemv's rate; kern_bench, avx2 table, hot).
+ * Activation scales per group (FP8_GROUP) stay on the float gemv: its rows
+ * hold them already. */
 static bool gemv_bf16_block(const fast *f, const moeq__proj *pj, bool codes) {
-    return codes && f->gemv_b && pj->w.kind == MOEQ__QW_PACKED && !grouped_fp8(f);
+    return codes && pj->w.kind == MOEQ__QW_PACKED && !grouped_fp8(f);
 }
 
 /* What the gemv kernels read per row for pj besides the codes: for I4 codes
@@ -1196,7 +1193,7 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
     }
     /* FP8 activations keep their codes too (bfloat16, with their scales), and
      * a weight-only layer its bf16 input, only on CPUs with AVX512_BF16
-     * (gemv_b: a property of the CPU, not of the table, so that the avx2 and
+     * (a property of the CPU, not of the table, so that the avx2 and
      * avx512 tables give the same bits on one CPU, and not of the batch, so
      * that every rank of expert parallelism decides alike).  Elsewhere
      * tile_bf16 is the AVX2 one, FMAs on ymm registers (two tokens a call,
@@ -1204,11 +1201,11 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
      * float path's time for wna16, 1.1-1.5x for w6a16_mxfp6 and 1.6-1.8x for
      * w8a8_fp8 and w4a8_fp8 on an AVX2 CPU (T=512, 2 threads;
      * docs/performance.md). */
-    f.gemv_b = moeq__cpu_avx512bf16();
-    f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && f.gemv_b &&
+    const bool bf16_cpu = moeq__cpu_avx512bf16();
+    f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && bf16_cpu &&
              (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
               l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
-    f.bx = f.fp8b || (!l->linear && !f.int8 && !f.fp4 && !f.per_row_x && f.gemv_b &&
+    f.bx = f.fp8b || (!l->linear && !f.int8 && !f.fp4 && !f.per_row_x && bf16_cpu &&
                       l->act_kind == MOEQ__ACT_NONE && io->x_dtype == MOEQ_DTYPE_BF16 &&
                       !c->apply_router_weight_on_input);
     f.nxs = f.nas = 1;

@@ -709,6 +709,13 @@ typedef struct moeq__kern {
      * then a sum).  Bit-identical across tables. */
     void (*iscale)(const moeq__packed *pk, size_t blk, size_t g, size_t M, const int32_t *S,
                    size_t lds, float *C, size_t ldc, int first);
+    /* iscale for float sums (tile_bf16's, one scale group g at a time), each
+     * row with its own factor: for m < M, r < 16, t = (S[m*lds + r] *
+     * ks(blk*16 + r, g)) * (xs ? xs[m][g] : 1), C[m*ldc + r] = first ? t :
+     * C[m*ldc + r] + t (two products, then a sum).  Bit-identical across
+     * tables. */
+    void (*fscale)(const moeq__packed *pk, size_t blk, size_t g, size_t M, const float *S,
+                   size_t lds, const float *const *xs, float *C, size_t ldc, int first);
     /* Integer products for NVFP4 activations on NVFP4 weights (W4A4): pk holds
      * E2M1 codes (NIB, lut = the E2M1 values) with E4M3_DIV scales and
      * gsize 16.  For m < M (any number), r < 16:

@@ -260,6 +260,36 @@ static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
                             if (S) ck_assert_uint_eq(bits(fs[m * 20 + r]), bits(want));
                         }
                     }
+                    /* fscale: float sums (idot's, times an inexact factor), each row with
+                     * its own factor per group, and without factors */
+                    float sf[MQ * LD], xf[MQ][3];
+                    const float *xr[MQ];
+                    for (size_t m = 0; m < M; m++) {
+                        for (size_t r = 0; r < 16; r++) {
+                            sf[m * LD + r] = (float)cp[m * LD + r] * 0.3f;
+                        }
+                        for (size_t g = 0; g < 3; g++) xf[m][g] = 0.7f + 0.11f * (float)(m + g);
+                        xr[m] = xf[m];
+                    }
+                    for (int withx = 0; withx < 2; withx++) {
+                        const float *const *xa = withx ? xr : NULL;
+                        for (size_t g = 0; g < pk->groups && g < 3; g++) {
+                            P->fscale(pk, b, g, M, sf, LD, xa, fp, 20, g == 0);
+                            if (S) S->fscale(pk, b, g, M, sf, LD, xa, fs, 20, g == 0);
+                        }
+                        for (size_t m = 0; m < M; m++) {
+                            for (size_t r = 0; r < 16; r++) {
+                                float want = 0.0f;
+                                for (size_t g = 0; g < pk->groups && g < 3; g++) {
+                                    const float ks = moeq__pk_ks(pk, b * 16 + r, g);
+                                    const float t = sf[m * LD + r] * ks * (withx ? xf[m][g] : 1.0f);
+                                    want = g ? want + t : t;
+                                }
+                                ck_assert_uint_eq(bits(fp[m * 20 + r]), bits(want));
+                                if (S) ck_assert_uint_eq(bits(fs[m * 20 + r]), bits(want));
+                            }
+                        }
+                    }
                 }
                 if (!S) continue;
                 S->idot(pk, b, nb, 0, C, M, xs, cs, LD, 0);

@@ -203,6 +203,17 @@ static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
     }
 }
 
+static void fscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const float *S,
+                   size_t lds, const float *const *xs, float *C, size_t ldc, int first) {
+    for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+        const float ks = moeq__pk_ks(pk, blk * MOEQ__PK_ROWS + r, g);
+        for (size_t m = 0; m < M; m++) {
+            const float t = S[m * lds + r] * ks * (xs ? xs[m][g] : 1.0f);
+            C[m * ldc + r] = first ? t : C[m * ldc + r] + t;
+        }
+    }
+}
+
 static float amax(const float *x, size_t n) {
     float m = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -315,6 +326,7 @@ const moeq__kern moeq__kern_portable = {
     .gemv_bf16 = gemv_bf16,
     .idot = idot,
     .iscale = iscale,
+    .fscale = fscale,
     .fdot = fdot,
     .q_nvfp4 = q_nvfp4,
     .q_int8 = q_int8,

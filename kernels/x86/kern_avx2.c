@@ -1094,6 +1094,20 @@ static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
     }
 }
 
+static void fscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const float *S,
+                   size_t lds, const float *const *xs, float *C, size_t ldc, int first) {
+    __m256 s[2];
+    scales16(pk, blk, g, s);
+    for (size_t m = 0; m < M; m++) {
+        const __m256 f = _mm256_set1_ps(xs ? xs[m][g] : 1.0f);
+        for (int h = 0; h < 2; h++) {
+            const __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(S + m * lds + 8 * h), s[h]), f);
+            float *c = C + m * ldc + 8 * h;
+            _mm256_storeu_ps(c, first ? t : _mm256_add_ps(_mm256_loadu_ps(c), t));
+        }
+    }
+}
+
 /* ---- fdot: NVFP4 codes times NVFP4 activation codes ------------------------------- */
 
 /* A NIB chunk (4 columns x 16 rows) holds in lane L of its 32 bytes rows
@@ -1501,6 +1515,7 @@ const moeq__kern moeq__kern_avx2 = {
     .gemv_bf16 = gemv_bf16,
     .idot = idot,
     .iscale = iscale,
+    .fscale = fscale,
     .fdot = fdot,
     .q_nvfp4 = q_nvfp4,
     .q_int8 = q_int8,

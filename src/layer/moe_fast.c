@@ -450,17 +450,6 @@ static void times_row_scale(const fast *f, const tscratch *t, size_t M, float *C
     }
 }
 
-/* c[r] = (first ? 0 : c[r]) + (s[r] * ks[r]) * xs for r < 16 (xs = 1 is exact);
- * restrict lets the compiler vectorize it without alias checks. */
-static void group_term(float *restrict c, const float *restrict s, const float *restrict ks,
-                       float xs, bool first) {
-    if (first) {
-        for (size_t r = 0; r < 16; r++) c[r] = s[r] * ks[r] * xs;
-    } else {
-        for (size_t r = 0; r < 16; r++) c[r] = c[r] + s[r] * ks[r] * xs;
-    }
-}
-
 /* The bfloat16 block (more than MOEQ__GEMV_MAX rows, bf16_block): with
  * S(m, r, g) a scale group's sum of products of code values and inputs
  * (exact products summed in float32 by tile_bf16 over bfloat16 panels of up
@@ -493,11 +482,7 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
             }
         }
         if (scaled) continue;
-        float ks[16];
-        for (size_t r = 0; r < 16; r++) ks[r] = moeq__pk_ks(pk, b * 16 + r, g);
-        for (size_t m = 0; m < M; m++) {
-            group_term(C + m * 16, S + m * 16, ks, grouped ? t->xbs[m][g] : 1.0f, g == 0);
-        }
+        f->K->fscale(pk, b, g, M, S, 16, grouped ? t->xbs : NULL, C, 16, g == 0);
     }
     times_row_scale(f, t, M, C);
 }

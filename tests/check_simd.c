@@ -196,6 +196,44 @@ static const shape k_shapes[] = {
  * and on (onto values already there).  The rows' bytes and prefix sums are
  * those of their codes.  iscale on those sums (strided) is the product and
  * sum written out, in both tables. */
+/* fscale on every table against its definition, for each block of pk and
+ * up to 3 of its scale groups, with and without per-row factors (float sums
+ * that are not integers, factors that are not powers of two). */
+static void check_fscale(const moeq__packed *pk) {
+    const moeq__kern *P = &moeq__kern_portable, *S = simd();
+    enum { MF = 6, LDF = 20 };
+    float sf[MF * LDF], xf[MF][3], fp[MF * LDF], fs[MF * LDF];
+    const float *xr[MF];
+    for (size_t m = 0; m < MF; m++) {
+        for (size_t r = 0; r < LDF; r++) sf[m * LDF + r] = 0.3f * (float)(r + 1) - 1.7f * (float)m;
+        for (size_t g = 0; g < 3; g++) xf[m][g] = 0.7f + 0.11f * (float)(m + g);
+        xr[m] = xf[m];
+    }
+    for (size_t b = 0; b < pk->blocks; b++) {
+        for (size_t M = 1; M <= MF; M += 5) {
+            for (int withx = 0; withx < 2; withx++) {
+                const float *const *xa = withx ? xr : NULL;
+                for (size_t g = 0; g < pk->groups && g < 3; g++) {
+                    P->fscale(pk, b, g, M, sf, LDF, xa, fp, LDF, g == 0);
+                    if (S) S->fscale(pk, b, g, M, sf, LDF, xa, fs, LDF, g == 0);
+                }
+                for (size_t m = 0; m < M; m++) {
+                    for (size_t r = 0; r < 16; r++) {
+                        float want = 0.0f;
+                        for (size_t g = 0; g < pk->groups && g < 3; g++) {
+                            const float ks = moeq__pk_ks(pk, b * 16 + r, g);
+                            const float t = sf[m * LDF + r] * ks * (withx ? xf[m][g] : 1.0f);
+                            want = g ? want + t : t;
+                        }
+                        ck_assert_uint_eq(bits(fp[m * LDF + r]), bits(want));
+                        if (S) ck_assert_uint_eq(bits(fs[m * LDF + r]), bits(want));
+                    }
+                }
+            }
+        }
+    }
+}
+
 static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
     enum { MQ = MOEQ__IDOT_MAX, LD = 16 * MOEQ__IDOT_BLOCKS + 4 };
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
@@ -258,36 +296,6 @@ static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
                             }
                             ck_assert_uint_eq(bits(fp[m * 20 + r]), bits(want));
                             if (S) ck_assert_uint_eq(bits(fs[m * 20 + r]), bits(want));
-                        }
-                    }
-                    /* fscale: float sums (idot's, times an inexact factor), each row with
-                     * its own factor per group, and without factors */
-                    float sf[MQ * LD], xf[MQ][3];
-                    const float *xr[MQ];
-                    for (size_t m = 0; m < M; m++) {
-                        for (size_t r = 0; r < 16; r++) {
-                            sf[m * LD + r] = (float)cp[m * LD + r] * 0.3f;
-                        }
-                        for (size_t g = 0; g < 3; g++) xf[m][g] = 0.7f + 0.11f * (float)(m + g);
-                        xr[m] = xf[m];
-                    }
-                    for (int withx = 0; withx < 2; withx++) {
-                        const float *const *xa = withx ? xr : NULL;
-                        for (size_t g = 0; g < pk->groups && g < 3; g++) {
-                            P->fscale(pk, b, g, M, sf, LD, xa, fp, 20, g == 0);
-                            if (S) S->fscale(pk, b, g, M, sf, LD, xa, fs, 20, g == 0);
-                        }
-                        for (size_t m = 0; m < M; m++) {
-                            for (size_t r = 0; r < 16; r++) {
-                                float want = 0.0f;
-                                for (size_t g = 0; g < pk->groups && g < 3; g++) {
-                                    const float ks = moeq__pk_ks(pk, b * 16 + r, g);
-                                    const float t = sf[m * LD + r] * ks * (withx ? xf[m][g] : 1.0f);
-                                    want = g ? want + t : t;
-                                }
-                                ck_assert_uint_eq(bits(fp[m * 20 + r]), bits(want));
-                                if (S) ck_assert_uint_eq(bits(fs[m * 20 + r]), bits(want));
-                            }
                         }
                     }
                 }
@@ -542,6 +550,7 @@ START_TEST(test_packed_kernels) {
         free(xb);
         free(xbf);
         free(gsum);
+        check_fscale(&s.pk);
         if (s.pk.code == MOEQ__PK_I8 || s.pk.code == MOEQ__PK_I4) check_idot(&s.pk, C, si);
         free(x);
         free(prep);

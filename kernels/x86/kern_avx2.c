@@ -1101,7 +1101,8 @@ static void fscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
     for (size_t m = 0; m < M; m++) {
         const __m256 f = _mm256_set1_ps(xs ? xs[m][g] : 1.0f);
         for (int h = 0; h < 2; h++) {
-            const __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(S + m * lds + 8 * h), s[h]), f);
+            const __m256 t =
+                _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(S + m * lds + 8 * h), s[h]), f);
             float *c = C + m * ldc + 8 * h;
             _mm256_storeu_ps(c, first ? t : _mm256_add_ps(_mm256_loadu_ps(c), t));
         }

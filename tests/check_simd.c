@@ -602,6 +602,56 @@ START_TEST(test_bf16_scaled_plan) {
 END_TEST
 
 /* What cannot be packed stays as it is. */
+/* idot at the extremes of its integer sums: every int4 code 7 (packed as
+ * n = 15) or -8 (n = 0) against every activation -128 or 127, over 512
+ * columns, so
+ * any intermediate narrower than the kernels' bounds (the AVX2 int4 kernel
+ * sums 8 chunks of vpmaddubsw in int16: at most 8 x 2 x 15 x 128 = 30720)
+ * would show.  Each table against the exact sum q x x x 512. */
+START_TEST(test_idot_extremes) {
+    enum { R = 32, C = 512, LD = 16 * MOEQ__IDOT_BLOCKS };
+    const moeq__kern *S = simd();
+    const uint8_t fill[2] = {0x77, 0x88}; /* signed nibbles: 7 and -8 */
+    const int16_t xv[2] = {-128, 127};
+    int16_t *xq = malloc(sizeof(int16_t) * MOEQ__IDOT_MAX * C);
+    int8_t *xb = malloc((size_t)MOEQ__IDOT_MAX * C);
+    int32_t *ps = malloc(sizeof(int32_t) * MOEQ__IDOT_MAX * (C / 8 + 1));
+    int32_t *c = malloc(sizeof(int32_t) * MOEQ__IDOT_MAX * LD);
+    moeq__i8row xs[MOEQ__IDOT_MAX];
+    for (int fi = 0; fi < 2; fi++) {
+        src_weight s;
+        make_weight(MOEQ__QW_INT4_NIBBLES, 4, R, C, 128, SK_F32, &s);
+        memset(s.codes, fill[fi], R * s.w.row_stride);
+        ck_assert(pack(&s));
+        ck_assert_int_eq(s.pk.code, MOEQ__PK_I4);
+        const long q = fi == 0 ? 7 : -8;
+        for (int xi = 0; xi < 2; xi++) {
+            for (size_t i = 0; i < (size_t)MOEQ__IDOT_MAX * C; i++) xq[i] = xv[xi];
+            for (size_t m = 0; m < MOEQ__IDOT_MAX; m++) {
+                moeq__i8row_fill(xq + m * C, C, xb + m * C, ps + m * (C / 8 + 1));
+                xs[m] = (moeq__i8row){xq + m * C, xb + m * C, ps + m * (C / 8 + 1)};
+            }
+            const moeq__kern *tabs[2] = {&moeq__kern_portable, S};
+            for (int v = 0; v < (S ? 2 : 1); v++) {
+                for (size_t M = 1; M <= MOEQ__IDOT_MAX; M++) {
+                    tabs[v]->idot(&s.pk, 0, MOEQ__IDOT_BLOCKS, 0, C, M, xs, c, LD, 0);
+                    for (size_t i = 0; i < M * LD; i++) {
+                        ck_assert_msg(c[i] == q * xv[xi] * C,
+                                      "%s idot M=%zu: q %ld x %d: %d, want %ld", tabs[v]->name, M,
+                                      q, xv[xi], c[i], q * xv[xi] * C);
+                    }
+                }
+            }
+        }
+        free_weight(&s);
+    }
+    free(xq);
+    free(xb);
+    free(ps);
+    free(c);
+}
+END_TEST
+
 START_TEST(test_not_packed) {
     g_rng = 7;
     src_weight s;
@@ -1014,6 +1064,7 @@ static Suite *simd_suite(void) {
         TCase *tc = tcase_create(level == 1 ? "avx2" : "avx512");
         tcase_add_checked_fixture(tc, level == 1 ? level_avx2 : level_avx512, NULL);
         tcase_add_loop_test(tc, test_packed_kernels, 0, (int)(sizeof k_kinds / sizeof k_kinds[0]));
+        tcase_add_test(tc, test_idot_extremes);
         tcase_add_test(tc, test_not_packed);
         tcase_add_test(tc, test_bf16_scaled_plan);
         tcase_add_test(tc, test_tile);

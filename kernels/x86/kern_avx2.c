@@ -990,7 +990,9 @@ AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const moeq__i8row *x,
  * columns in bytes (the low and high nibbles interleaved: rows 0, 1, 4, 5
  * and 2, 3, 6, 7), decoded once per window for all tokens.  vpmaddubsw takes
  * the stored n (0..15, unsigned) against 8 broadcast activation codes (the
- * row's bytes), vpmaddwd with ones widens, and one vphaddd per half at the
+ * row's bytes), the products of up to 8 chunks add in int16 (vpaddw, half
+ * the multiplies of widening every chunk), vpmaddwd with ones widens those
+ * sums, and one vphaddd per half at the
  * end puts the rows in order; the offset -8 comes off through the window's
  * sum of x (the row's prefix sums). */
 #define IDOT4_WIN 256
@@ -1018,20 +1020,29 @@ static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const moe
         for (size_t m = 0; m < M; m++) {
             const int8_t *xm = x[m].b + kw;
             __m256i a0 = _mm256_setzero_si256(), b0 = a0, a1 = a0, b1 = a0;
-            for (size_t j = 0; j < n / 8; j++) {
-                int64_t q8;
-                memcpy(&q8, xm + 8 * j, sizeof q8);
-                const __m256i q = _mm256_set1_epi64x(q8);
-                const uint8_t *w = W + j * 128;
+            /* up to 8 chunks' products summed in int16 before widening:
+             * |each vpmaddubsw lane| <= 2 x 15 x 128 = 3840, so 8 fit */
+            for (size_t j0 = 0; j0 < n / 8; j0 += 8) {
+                const size_t j1 = n / 8 - j0 < 8 ? n / 8 : j0 + 8;
+                __m256i s0 = _mm256_setzero_si256(), t0 = s0, s1 = s0, t1 = s0;
+                for (size_t j = j0; j < j1; j++) {
+                    int64_t q8;
+                    memcpy(&q8, xm + 8 * j, sizeof q8);
+                    const __m256i q = _mm256_set1_epi64x(q8);
+                    const uint8_t *w = W + j * 128;
 #define I4MAD(acc, o)                                                                              \
-    acc = _mm256_add_epi32(                                                                        \
-        acc, _mm256_madd_epi16(                                                                    \
-                 _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(w + (o))), q), ones))
-                I4MAD(a0, 0);
-                I4MAD(b0, 32);
-                I4MAD(a1, 64);
-                I4MAD(b1, 96);
+    acc = _mm256_add_epi16(acc,                                                                    \
+                           _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(w + (o))), q))
+                    I4MAD(s0, 0);
+                    I4MAD(t0, 32);
+                    I4MAD(s1, 64);
+                    I4MAD(t1, 96);
 #undef I4MAD
+                }
+                a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(s0, ones));
+                b0 = _mm256_add_epi32(b0, _mm256_madd_epi16(t0, ones));
+                a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(s1, ones));
+                b1 = _mm256_add_epi32(b1, _mm256_madd_epi16(t1, ones));
             }
             /* 8 times the window's sum of x; int32 arithmetic wraps, the true result fits */
             const uint32_t sx = (uint32_t)x[m].ps[(kw + n) / 8] - (uint32_t)x[m].ps[kw / 8];

@@ -187,7 +187,9 @@ static bool ins_runs(ins_id i) {
  * path run the same instruction). */
 static ins_id case_ins(const char *scheme, bool gemm2) {
     const bool avx512 = strcmp(moeq__kern_best(false)->name, "avx512") == 0;
-    if (strstr(scheme, "a8_int8")) return avx512 ? INS_DPBUSD : INS_MADDWD;
+    /* avx2 idot: int16 pairs for int8 codes, bytes (vpmaddubsw) for int4 ones */
+    if (strstr(scheme, "a8_int8"))
+        return avx512 ? INS_DPBUSD : strncmp(scheme, "w4", 2) == 0 ? INS_MADDUBS : INS_MADDWD;
     if (strstr(scheme, "a4_nvfp4")) return avx512 ? INS_DPBUSD : INS_MADDUBS;
     const bool bf16 = avx512 && moeq__cpu_avx512bf16();
     /* MXFP8 inputs, and FP8 inputs per 128 on MXFP4's groups of 32: float rows */

@@ -179,15 +179,14 @@ static bool ins_runs(ins_id i) {
  * bfloat16 input of weight-only layers, or the activations' codes; gemm2:
  * down, on the float32 intermediate, quantized again where the scheme
  * quantizes activations), as src/layer/moe_fast.c picks them: int8
- * activations -> idot (vpdpbusd; AVX2: vpmaddwd on int16), NVFP4 activations
- * -> fdot (vpdpbusd; AVX2: vpmaddubsw), bfloat16 rows (FP8 activation codes,
- * weight-only gemm1) -> tile_bf16 / gemv_bf16 (vdpbf16ps where the CPU has
- * it, FP32 FMA elsewhere), float32 rows (weight-only gemm2) -> the FP32 tile
- * and gemv.  The choice does not depend on T (the gemv and the tiles of a
+ * activations -> idot (vpdpbusd; AVX2: vpmaddwd on int8 codes as int16,
+ * vpmaddubsw on int4 codes), NVFP4 activations -> fdot (vpdpbusd; AVX2:
+ * vpmaddubsw), bfloat16 rows (FP8 activation codes, weight-only gemm1) ->
+ * tile_bf16 / gemv_bf16 (vdpbf16ps where the CPU has it, FP32 FMA
+ * elsewhere), float32 rows (weight-only gemm2) -> the FP32 tile and gemv.  The choice does not depend on T (the gemv and the tiles of a
  * path run the same instruction). */
 static ins_id case_ins(const char *scheme, bool gemm2) {
     const bool avx512 = strcmp(moeq__kern_best(false)->name, "avx512") == 0;
-    /* avx2 idot: int16 pairs for int8 codes, bytes (vpmaddubsw) for int4 ones */
     if (strstr(scheme, "a8_int8"))
         return avx512 ? INS_DPBUSD : strncmp(scheme, "w4", 2) == 0 ? INS_MADDUBS : INS_MADDWD;
     if (strstr(scheme, "a4_nvfp4")) return avx512 ? INS_DPBUSD : INS_MADDUBS;

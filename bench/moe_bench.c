@@ -183,8 +183,9 @@ static bool ins_runs(ins_id i) {
  * vpmaddubsw on int4 codes), NVFP4 activations -> fdot (vpdpbusd; AVX2:
  * vpmaddubsw), bfloat16 rows (FP8 activation codes, weight-only gemm1) ->
  * tile_bf16 / gemv_bf16 (vdpbf16ps where the CPU has it, FP32 FMA
- * elsewhere), float32 rows (weight-only gemm2) -> the FP32 tile and gemv.  The choice does not depend on T (the gemv and the tiles of a
- * path run the same instruction). */
+ * elsewhere), float32 rows (weight-only gemm2) -> the FP32 tile and gemv.
+ * The choice does not depend on T (the gemv and the tiles of a path run the
+ * same instruction). */
 static ins_id case_ins(const char *scheme, bool gemm2) {
     const bool avx512 = strcmp(moeq__kern_best(false)->name, "avx512") == 0;
     if (strstr(scheme, "a8_int8"))

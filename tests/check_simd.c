@@ -601,13 +601,12 @@ START_TEST(test_bf16_scaled_plan) {
 }
 END_TEST
 
-/* What cannot be packed stays as it is. */
 /* idot at the extremes of its integer sums: every int4 code 7 (packed as
  * n = 15) or -8 (n = 0) against every activation -128 or 127, over 512
- * columns, so
- * any intermediate narrower than the kernels' bounds (the AVX2 int4 kernel
- * sums 8 chunks of vpmaddubsw in int16: at most 8 x 2 x 15 x 128 = 30720)
- * would show.  Each table against the exact sum q x x x 512. */
+ * columns, so any intermediate narrower than the kernels' bounds (the AVX2
+ * int4 kernel sums 8 chunks of vpmaddubsw in int16: at most
+ * 8 x 2 x 15 x 128 = 30720) would show.  Each table against the exact sum
+ * q x x x 512. */
 START_TEST(test_idot_extremes) {
     enum { R = 32, C = 512, LD = 16 * MOEQ__IDOT_BLOCKS };
     const moeq__kern *S = simd();
@@ -652,6 +651,7 @@ START_TEST(test_idot_extremes) {
 }
 END_TEST
 
+/* What cannot be packed stays as it is. */
 START_TEST(test_not_packed) {
     g_rng = 7;
     src_weight s;

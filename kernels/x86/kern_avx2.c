@@ -992,9 +992,9 @@ AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const moeq__i8row *x,
  * the stored n (0..15, unsigned) against 8 broadcast activation codes (the
  * row's bytes), the products of up to 8 chunks add in int16 (vpaddw, half
  * the multiplies of widening every chunk), vpmaddwd with ones widens those
- * sums, and one vphaddd per half at the
- * end puts the rows in order; the offset -8 comes off through the window's
- * sum of x (the row's prefix sums). */
+ * sums, and one vphaddd per half at the end puts the rows in order; the
+ * offset -8 comes off through the window's sum of x (the row's prefix
+ * sums). */
 #define IDOT4_WIN 256
 
 static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const moeq__i8row *x,

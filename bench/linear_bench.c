@@ -6,9 +6,8 @@
  * enough copies of the layer are built and cycled that every run reads its
  * weights from DRAM (the copies together exceed bench_cold_bytes: twice the
  * largest cache the CPU reports, at least 64 MiB).
- * Measured in the same run, for the ratios (bench_common.h's loops):
- *   - read bandwidth: AVX2 loads folded by XOR over 512 MiB at the thread count;
- *   - the FP32 FMA peak: 12 independent ymm FMA chains per thread;
+ * Measured in the same run, for the ratios (bench_probe.h, as moe_bench):
+ *   - read bandwidth and the FP32 FMA peak at the thread count;
  *   - OpenBLAS: cblas_sgemm on the same shape and tokens with the weight
  *     pre-dequantized to fp32 (cold as the layers are: copies cycled past
  *     bench_cold_bytes), on the case's thread count, as moe_bench's baseline.
@@ -17,8 +16,12 @@
  * memory floor (bytes / bandwidth), to the compute floor (flops / peak) and
  * to OpenBLAS's time (openblas_ratio < 1: faster than the fp32 sgemm):
  * at T = 1 a layer is a weight stream, and its time against the memory floor
- * is the figure that matters.  The floors are sampled before every scheme
- * and at the end; the ratios use the medians.
+ * is the figure that matters.  The floors are sampled at the start, before
+ * every scheme and shape and at the end; the ratios use the medians of all
+ * samples.  Each case (and each OpenBLAS case) is measured when the machine
+ * is whole (bench_probe.h's machine_whole), again up to MAX_ATTEMPTS times
+ * where it was not, and marked (`*`, JSON "contended") where its probes fail
+ * against the run's final figures, as moe_bench's cases are.
  *
  * Layers are built fast: created, parameters filled with random codes and
  * valid scales (bench_layer.h's fill_params on each shard), finalized.
@@ -27,6 +30,9 @@
  *                     [--tokens T] [--threads N] [--reps N]
  * Prints figures; asserts nothing.
  */
+#ifdef __linux__
+#define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity: bench_probe.h */
+#endif
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -34,6 +40,7 @@
 #include <string.h>
 
 #include "bench_layer.h"
+#include "bench_probe.h"
 
 /* OpenBLAS's own symbols (kernels/blas.c is the one file that includes cblas.h). */
 void openblas_set_num_threads(int n);
@@ -49,62 +56,6 @@ static const shape k_shapes[] = {
     {"q_proj", "Qwen3-30B-A3B self_attn.q_proj", 2048, 4096},
     {"o_proj", "DeepSeek-V3 self_attn.o_proj", 16384, 7168},
 };
-
-/* ---- floors -------------------------------------------------------------------------- */
-
-typedef struct thr {
-    const float *p;
-    size_t n;
-    long iters;
-    double out;
-} thr;
-
-static void *bw_thread(void *vp) {
-    thr *a = vp;
-    a->out = (double)bench_read_sum(a->p, a->n * sizeof(float));
-    return NULL;
-}
-
-static void *fma_thread(void *vp) {
-    thr *a = vp;
-    a->out = bench_fma_loop(a->iters);
-    return NULL;
-}
-
-static double run_threads(int n, void *(*fn)(void *), thr *args) {
-    pthread_t tid[16];
-    double t0 = bench_now();
-    for (int i = 0; i < n; i++) pthread_create(&tid[i], NULL, fn, &args[i]);
-    for (int i = 0; i < n; i++) pthread_join(tid[i], NULL);
-    return bench_now() - t0;
-}
-
-enum { MAX_SAMPLES = 64 };
-static double g_bw[MAX_SAMPLES], g_peak[MAX_SAMPLES];
-static int g_nbw, g_npeak;
-static float *g_stream;
-static size_t g_stream_n;
-
-/* One bandwidth (GB/s) and one FMA peak (GFLOP/s) sample at `threads`. */
-static void sample_floors(int threads) {
-    thr a[16];
-    size_t per = g_stream_n / (size_t)threads / 32 * 32;
-    for (int i = 0; i < threads; i++) a[i] = (thr){g_stream + (size_t)i * per, per, 0, 0};
-    double s = run_threads(threads, bw_thread, a);
-    if (g_nbw < MAX_SAMPLES) g_bw[g_nbw++] = (double)per * (double)threads * 4.0 / s / 1e9;
-    const long iters = 20000000;
-    for (int i = 0; i < threads; i++) a[i] = (thr){NULL, 0, iters, 0};
-    s = run_threads(threads, fma_thread, a);
-    if (g_npeak < MAX_SAMPLES) {
-        g_peak[g_npeak++] = (double)iters * BENCH_FMA_FLOPS_PER_ITER * threads / s / 1e9;
-    }
-}
-
-static double median_of(const double *v, int n) {
-    double c[MAX_SAMPLES];
-    memcpy(c, v, sizeof(double) * (size_t)n);
-    return median(c, n);
-}
 
 /* ---- the OpenBLAS baseline ------------------------------------------------------------ */
 
@@ -122,6 +73,8 @@ static int reps_for(int reps, bool quick, int T) {
     int n = reps ? reps : quick ? 3 : T >= 512 ? 8 : 40;
     return n > MAX_REPS ? MAX_REPS : n;
 }
+
+static double g_blas_waited; /* seconds, every OpenBLAS case (await_whole) */
 
 /* ms[ti]: the median time of y [T, out] = x [T, in] W^T by cblas_sgemm in
  * fp32, W [out, in] as a pre-dequantized layer holds it, for each token
@@ -149,11 +102,17 @@ static bool blas_times(const shape *sh, int only_T, int threads, int reps, bool 
         if (only_T && T != only_T) continue;
         const int n = reps_for(reps, quick, T);
         double t[MAX_REPS];
-        for (int r = -1; r < n; r++) { /* one warm-up run */
-            double a = bench_now();
-            cblas_sgemm(101 /* row major */, 111 /* x as is */, 112 /* W transposed */, T, sh->out,
-                        sh->in, 1.0f, x, sh->in, w[(r + 1) % copies], sh->in, 0.0f, y, sh->out);
-            if (r >= 0) t[r] = bench_now() - a;
+        for (int attempt = 1;; attempt++) { /* as the layers' cases (main) */
+            probe pr;
+            const bool before = await_whole(&pr, &g_blas_waited);
+            for (int r = -1; r < n; r++) { /* one warm-up run */
+                double a = bench_now();
+                cblas_sgemm(101 /* row major */, 111 /* x as is */, 112 /* W transposed */, T,
+                            sh->out, sh->in, 1.0f, x, sh->in, w[(r + 1) % copies], sh->in, 0.0f, y,
+                            sh->out);
+                if (r >= 0) t[r] = bench_now() - a;
+            }
+            if ((machine_whole(&pr) && before) || attempt == MAX_ATTEMPTS) break;
         }
         ms[ti] = median(t, n) * 1e3;
     }
@@ -164,6 +123,19 @@ static bool blas_times(const shape *sh, int only_T, int threads, int reps, bool 
     free(y);
     return ok;
 }
+
+/* One case's runs (the kept attempt) and its probes (bench_probe.h). */
+typedef struct result {
+    const char *scheme;
+    const shape *sh;
+    int ti; /* k_tokens[ti] */
+    size_t bytes;
+    int copies, n, attempts;
+    bool contended;
+    probe probe[2]; /* the kept attempt's probes, before and after */
+    double waited;  /* seconds waiting for the machine (await_whole), all attempts */
+    double t[MAX_REPS];
+} result;
 
 /* ---- layers ------------------------------------------------------------------------- */
 
@@ -231,8 +203,12 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--shape") && v) {
             only_shape = argv[++i];
         } else if (!strcmp(a, "--tokens")) {
-            if (!int_opt(a, v, 1, 4096, &only_T)) return 2;
+            if (!int_opt(a, v, 1, 512, &only_T)) return 2;
             i++;
+            if (only_T != 1 && only_T != 32 && only_T != 512) {
+                fprintf(stderr, "linear_bench: --tokens %d: the cases are 1, 32 and 512\n", only_T);
+                return 2;
+            }
         } else if (!strcmp(a, "--threads")) {
             if (!int_opt(a, v, 1, 16, &threads)) return 2;
             i++;
@@ -245,25 +221,20 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    g_stream_n = (quick ? 64u : 512u) << 18; /* floats: 64 or 512 MiB */
-    g_stream = aligned_alloc(64, g_stream_n * sizeof(float));
-    if (!g_stream) return 1;
-    for (size_t i = 0; i < g_stream_n; i++) g_stream[i] = (float)(i & 1023);
+    /* 512 MiB with --quick too: the read probes need PROBE_SPAN regions, and
+     * the smoke test runs them (without waiting: g_wait_s). */
+    if (quick) g_wait_s = 0;
+    if (!probes_init(512)) {
+        fprintf(stderr, "linear_bench: out of memory for the 512 MiB read probe\n");
+        return 1;
+    }
+    const int floor_reps = quick ? 1 : 5;
+    sample_limits(threads, floor_reps);
+    whole_init();
     moeq_ctx_options co = {threads, 0};
     moeq_ctx *ctx = NULL;
     moeq_error err;
     if (moeq_ctx_create(&co, &ctx, &err) != MOEQ_OK) die("context", &err);
-    sample_floors(threads);
-    if (!json) {
-        printf("linear layers, %d threads, %s kernels, bf16 in and out; weights cycled over "
-               "%zu MiB (largest cache %zu MiB); floors measured in this run\n",
-               threads, moeq_ctx_kernels(ctx), bench_cold_bytes() >> 20,
-               bench_largest_cache() >> 20);
-        printf("%-12s %-7s %5s %10s %8s %9s %9s %10s %11s %10s %9s\n", "scheme", "shape", "T", "ms",
-               "GB/s", "GFLOP/s", "weight MB", "mem floor", "comp floor", "blas ms", "x blas");
-    } else {
-        printf("[");
-    }
     /* the OpenBLAS times, per shape, before the layers take their memory */
     double blas[sizeof k_shapes / sizeof k_shapes[0]][N_TOKENS];
     for (size_t hi = 0; hi < sizeof k_shapes / sizeof k_shapes[0]; hi++) {
@@ -276,7 +247,9 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    bool first = true;
+    enum { MAX_RESULTS = sizeof k_schemes / sizeof k_schemes[0] * 2 * N_TOKENS };
+    static result results[MAX_RESULTS];
+    int nres = 0;
     for (size_t si = 0; si < sizeof k_schemes / sizeof k_schemes[0]; si++) {
         const scheme_def *s = &k_schemes[si];
         if (only_scheme && strcmp(only_scheme, s->name) != 0) continue;
@@ -298,7 +271,7 @@ int main(int argc, char **argv) {
             cfg[0] = cfg0;
             lay[0] = lay0;
             for (int c = 1; c < copies; c++) lay[c] = build_linear(s, sh, &cfg[c]);
-            sample_floors(threads);
+            sample_limits(threads, quick ? 1 : 2);
             for (int ti = 0; ti < N_TOKENS; ti++) {
                 const int T = k_tokens[ti];
                 if (only_T && T != only_T) continue;
@@ -308,40 +281,26 @@ int main(int argc, char **argv) {
                 for (size_t i = 0; i < (size_t)T * (size_t)sh->in; i++) {
                     x[i] = moeq__f32_to_bf16((float)(uni() * 2 - 1));
                 }
-                const double flops = 2.0 * T * sh->in * sh->out;
-                const int n = reps_for(reps, quick, T);
-                double t[MAX_REPS];
-                for (int r = -1; r < n; r++) { /* one warm-up run */
-                    moeq_linear *l = lay[(r + 1) % copies];
-                    double a = bench_now();
-                    if (moeq_linear_apply(l, ctx, MOEQ_DTYPE_BF16, x, T, MOEQ_DTYPE_BF16, y,
-                                          &err) != MOEQ_OK)
-                        die("apply", &err);
-                    if (r >= 0) t[r] = bench_now() - a;
+                result *r = &results[nres++];
+                *r = (result){.scheme = s->name,
+                              .sh = sh,
+                              .ti = ti,
+                              .bytes = bytes,
+                              .copies = copies,
+                              .n = reps_for(reps, quick, T)};
+                for (r->attempts = 1;; r->attempts++) {
+                    const bool before = await_whole(&r->probe[0], &r->waited);
+                    for (int rep = -1; rep < r->n; rep++) { /* one warm-up run */
+                        moeq_linear *l = lay[(rep + 1) % copies];
+                        double a = bench_now();
+                        if (moeq_linear_apply(l, ctx, MOEQ_DTYPE_BF16, x, T, MOEQ_DTYPE_BF16, y,
+                                              &err) != MOEQ_OK)
+                            die("apply", &err);
+                        if (rep >= 0) r->t[rep] = bench_now() - a;
+                    }
+                    r->contended = !(machine_whole(&r->probe[1]) && before);
+                    if (!r->contended || r->attempts == MAX_ATTEMPTS) break;
                 }
-                const double sec = median(t, n);
-                const double bw = median_of(g_bw, g_nbw), peak = median_of(g_peak, g_npeak);
-                const double mem_x = sec / ((double)bytes / (bw * 1e9));
-                const double comp_x = sec / (flops / (peak * 1e9));
-                const double blas_x = sec * 1e3 / blas[hi][ti];
-                if (json) {
-                    printf("%s\n{\"scheme\": \"%s\", \"shape\": \"%s\", \"in\": %d, \"out\": %d, "
-                           "\"tokens\": %d, \"threads\": %d, \"ms\": %.4f, \"weight_bytes\": "
-                           "%zu, \"gbps\": %.2f, \"gflops\": %.2f, \"bw_gbps\": %.2f, "
-                           "\"peak_gflops\": %.2f, \"mem_floor_ratio\": %.4f, "
-                           "\"compute_floor_ratio\": %.4f, \"openblas_ratio\": %.4f, "
-                           "\"openblas_ms\": %.4f, \"copies\": %d}",
-                           first ? "" : ",", s->name, sh->name, sh->in, sh->out, T, threads,
-                           sec * 1e3, bytes, (double)bytes / sec / 1e9, flops / sec / 1e9, bw, peak,
-                           mem_x, comp_x, blas_x, blas[hi][ti], copies);
-                } else {
-                    printf("%-12s %-7s %5d %10.3f %8.2f %9.2f %9.2f %9.2fx %10.2fx %10.3f %8.2fx\n",
-                           s->name, sh->name, T, sec * 1e3, (double)bytes / sec / 1e9,
-                           flops / sec / 1e9, (double)bytes / 1e6, mem_x, comp_x, blas[hi][ti],
-                           blas_x);
-                }
-                fflush(stdout);
-                first = false;
                 free(x);
                 free(y);
             }
@@ -353,14 +312,67 @@ int main(int argc, char **argv) {
             free(cfg);
         }
     }
-    sample_floors(threads);
-    const double bw = median_of(g_bw, g_nbw), peak = median_of(g_peak, g_npeak);
+    sample_limits(threads, floor_reps);
+    const double bw = sample_median(&g_bw[threads]), peak = sample_median(&g_peak[threads]);
+    /* the reference machine_whole judges the probes against (2 threads) */
+    const double bw2 = sample_median(&g_bw[2]);
+    if (!json) {
+        printf("linear layers, %d threads, %s kernels, bf16 in and out; weights cycled over "
+               "%zu MiB (largest cache %zu MiB); floors measured in this run: read %.2f GB/s, "
+               "FP32 FMA peak %.1f GFLOP/s (medians of %d and %d samples)\n",
+               threads, moeq_ctx_kernels(ctx), bench_cold_bytes() >> 20,
+               bench_largest_cache() >> 20, bw, peak, g_bw[threads].n, g_peak[threads].n);
+        printf("%-12s %-7s %5s %10s %8s %9s %9s %10s %11s %10s %9s\n", "scheme", "shape", "T", "ms",
+               "GB/s", "GFLOP/s", "weight MB", "mem floor", "comp floor", "blas ms", "x blas");
+    } else {
+        printf("[");
+    }
+    int retried = 0, marked = 0;
+    double waited = g_blas_waited;
+    for (int i = 0; i < nres; i++) {
+        result *r = &results[i];
+        const shape *sh = r->sh;
+        const int T = k_tokens[r->ti];
+        /* judged again against the run's final bandwidth median */
+        r->contended = !(probe_whole(&r->probe[0], bw2) && probe_whole(&r->probe[1], bw2));
+        retried += r->attempts > 1;
+        marked += r->contended;
+        waited += r->waited;
+        const double flops = 2.0 * T * sh->in * sh->out;
+        const double sec = median(r->t, r->n);
+        const double mem_x = sec / ((double)r->bytes / (bw * 1e9));
+        const double comp_x = sec / (flops / (peak * 1e9));
+        const double blas_ms = blas[r->sh - k_shapes][r->ti], blas_x = sec * 1e3 / blas_ms;
+        if (json) {
+            printf("%s\n{\"scheme\": \"%s\", \"shape\": \"%s\", \"in\": %d, \"out\": %d, "
+                   "\"tokens\": %d, \"threads\": %d, \"ms\": %.4f, \"weight_bytes\": "
+                   "%zu, \"gbps\": %.2f, \"gflops\": %.2f, \"bw_gbps\": %.2f, "
+                   "\"peak_gflops\": %.2f, \"mem_floor_ratio\": %.4f, "
+                   "\"compute_floor_ratio\": %.4f, \"openblas_ratio\": %.4f, "
+                   "\"openblas_ms\": %.4f, \"copies\": %d, \"attempts\": %d, "
+                   "\"contended\": %s, \"probe_gflops\": [%.1f, %.1f], "
+                   "\"probe_gbps\": [%.1f, %.1f], \"waited_s\": %.2f}",
+                   i ? "," : "", r->scheme, sh->name, sh->in, sh->out, T, threads, sec * 1e3,
+                   r->bytes, (double)r->bytes / sec / 1e9, flops / sec / 1e9, bw, peak, mem_x,
+                   comp_x, blas_x, blas_ms, r->copies, r->attempts, r->contended ? "true" : "false",
+                   r->probe[0].gflops, r->probe[1].gflops, r->probe[0].gbps, r->probe[1].gbps,
+                   r->waited);
+        } else {
+            printf("%-12s %-7s %5d %10.3f %8.2f %9.2f %9.2f %9.2fx %10.2fx %10.3f %8.2fx%s\n",
+                   r->scheme, sh->name, T, sec * 1e3, (double)r->bytes / sec / 1e9,
+                   flops / sec / 1e9, (double)r->bytes / 1e6, mem_x, comp_x, blas_ms, blas_x,
+                   r->contended      ? " *"
+                   : r->attempts > 1 ? " (again)"
+                                     : "");
+        }
+    }
     if (json) {
         printf("\n]\n");
     } else {
-        printf("floors (medians of %d samples): read %.2f GB/s, FP32 FMA peak %.1f GFLOP/s at %d "
-               "threads\n",
-               g_nbw, bw, peak, threads);
+        printf("probes (a CPU short, or read bandwidth outside 90-115%% of the run's): waited "
+               "%.1f s in all for the machine; measured again (up to %d times): %d case(s); "
+               "marked (*, probes outside the run's final figures): %d\n",
+               waited, MAX_ATTEMPTS, retried, marked);
     }
     moeq_ctx_destroy(ctx);
     free(g_stream);

@@ -4,37 +4,28 @@
  * layers are built and cycled, and the routing is redrawn for every run, so
  * the experts a run touches come from DRAM (each layer is far above the
  * 32 MiB L3).  Measured in the same run, for the ratios:
- *   - read bandwidth: AVX2 loads folded by XOR (bench_read_sum) over 512 MiB, 1 and 2 threads;
- *   - the FP32 FMA peak: 12 independent ymm FMA chains per thread;
- *   - the peak of every instruction the kernels' inner loops run on this CPU
- *     (k_ins: vdpbf16ps, vpdpbusd, or the AVX2 sequences), 12 chains per
- *     thread, threads pinned, so that each case is also reported against the
- *     peak of its own instruction (case_ins);
+ *   - read bandwidth and the peak of every instruction the kernels' inner
+ *     loops run on this CPU (bench_probe.h: FP32 FMA, vdpbf16ps, vpdpbusd,
+ *     or the AVX2 sequences), 1 and 2 threads, so that each case is also
+ *     reported against the peak of its own instruction (case_ins);
  *   - OpenBLAS sgemm on the same shapes with weights already dequantized to
  *     fp32 (per expert: M = the rows routed to it; gate, up and down; the
  *     same routing draws), its thread count set to the case's.
- * Bandwidth and peak are sampled before every scheme and at the end; the
+ * Bandwidth and peaks are sampled before every scheme and at the end; the
  * ratios use the medians of all samples.
  *
  * Each case (and each OpenBLAS case) is measured when the machine is as the
- * floors describe it (machine_whole): a short 2-thread FMA probe, then a
- * 64 MiB 2-thread read, a thread pinned to each CPU.  On this shared VM the
- * two vCPUs at times deliver one CPU's worth for seconds on end, and the
- * 2-thread read bandwidth moves between about 33 and 55 GB/s for tens of
- * seconds at a time (most likely the host placing the vCPUs on one core
- * complex or two); a case measured then says nothing about the code against
- * the run's floors.  The machine is whole when the FMA probe reads 80% or
- * more of twice the run's 1-thread peak and the read 90-115% of the run's
- * 2-thread bandwidth median.  Before a case the probe is repeated every
- * 50 ms, up to g_wait_s seconds (--quick: not at all), until the machine is
- * whole; where it still is not, or the probe after the case finds it not
- * whole, the case is measured again, up to MAX_ATTEMPTS times.  The decisions rest on the
- * probes alone, never on the case's own times.  At the end every case's
- * last probes are judged again against the run's final bandwidth median
- * (the one the ratios use); a case whose probes fail is marked (JSON
- * "contended": true, a `*` in the table).  JSON "attempts" counts a case's
- * runs, "waited_s" its time waiting, "probe_gflops" and "probe_gbps" what
- * its probes read before and after the kept attempt.
+ * floors describe it (bench_probe.h's machine_whole: a short 2-thread FMA
+ * probe and a 64 MiB 2-thread read).  Before a case the probe is repeated
+ * every 50 ms, up to g_wait_s seconds (--quick: not at all), until the
+ * machine is whole; where it still is not, or the probe after the case finds
+ * it not whole, the case is measured again, up to MAX_ATTEMPTS times.  The
+ * decisions rest on the probes alone, never on the case's own times.  At the
+ * end every case's last probes are judged again against the run's final
+ * bandwidth median (the one the ratios use); a case whose probes fail is
+ * marked (JSON "contended": true, a `*` in the table).  JSON "attempts"
+ * counts a case's runs, "waited_s" its time waiting, "probe_gflops" and
+ * "probe_gbps" what its probes read before and after the kept attempt.
  *
  * Per case: median time per layer, GB/s of weight bytes read (distinct
  * experts touched x bytes per expert, scales included, as stored after
@@ -52,7 +43,7 @@
  * Prints figures; asserts nothing.
  */
 #ifdef __linux__
-#define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity: machine_whole's probe */
+#define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity: bench_probe.h */
 #endif
 #include <errno.h>
 #include <math.h>
@@ -75,105 +66,9 @@ void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, co
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
 #include "bench_layer.h"
+#include "bench_probe.h"
 
-
-/* ---- machine limits ------------------------------------------------------------ */
-
-typedef struct thr_arg {
-    const float *p;
-    size_t n;
-    long iters;
-    double out;
-    pthread_barrier_t *bar;
-    double t0, t1;
-    bool pinned; /* the thread runs on CPU cpu alone (machine_whole, the peaks) */
-    int cpu;
-    int ins; /* ins_thread: which instruction (k_ins) */
-} thr_arg;
-
-/* Pins the calling thread to cpu (Linux; elsewhere nothing). */
-static void pin_to(int cpu) {
-#ifdef __linux__
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET((size_t)cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-#else
-    (void)cpu;
-#endif
-}
-
-static void *bw_thread(void *vp) {
-    thr_arg *a = vp;
-    if (a->pinned) pin_to(a->cpu);
-    pthread_barrier_wait(a->bar);
-    a->t0 = bench_now();
-    a->out = (double)bench_read_sum(a->p, a->n * sizeof(float));
-    a->t1 = bench_now();
-    return NULL;
-}
-
-static void *fma_thread(void *vp) {
-    thr_arg *a = vp;
-    if (a->pinned) pin_to(a->cpu);
-    pthread_barrier_wait(a->bar);
-    a->t0 = bench_now();
-    a->out = bench_fma_loop(a->iters);
-    a->t1 = bench_now();
-    return NULL;
-}
-
-/* ---- instruction peaks --------------------------------------------------------------- */
-
-/* The instructions the kernels' inner loops run, each with its peak probe
- * (bench_common.h: 12 independent chains per thread).  Peaks are in GOP/s,
- * a multiply-add counting 2, as the cases' GFLOP/s count them. */
-typedef enum ins_id { INS_FMA, INS_MADDWD, INS_MADDUBS, INS_DPBF16, INS_DPBUSD, N_INS } ins_id;
-typedef struct ins_def {
-    const char *name;
-    double ops_per_iter;
-    double (*loop)(long iters);
-} ins_def;
-
-#if HAVE_X86_BENCH && defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
-#define BENCH_AVX512_LOOP(f) f
-#else
-#define BENCH_AVX512_LOOP(f) NULL
-#endif
-#if HAVE_X86_BENCH
-#define BENCH_AVX2_LOOP(f) f
-#else
-#define BENCH_AVX2_LOOP(f) NULL
-#endif
-
-static const ins_def k_ins[N_INS] = {
-    [INS_FMA] = {"fma_f32", BENCH_FMA_FLOPS_PER_ITER, bench_fma_loop},
-    [INS_MADDWD] = {"vpmaddwd", BENCH_AVX2_LOOP(BENCH_MADDWD_OPS_PER_ITER),
-                    BENCH_AVX2_LOOP(bench_maddwd_loop)},
-    [INS_MADDUBS] = {"vpmaddubsw", BENCH_AVX2_LOOP(BENCH_MADDUBS_OPS_PER_ITER),
-                     BENCH_AVX2_LOOP(bench_maddubs_loop)},
-    [INS_DPBF16] = {"vdpbf16ps", BENCH_AVX512_LOOP(BENCH_DPBF16_OPS_PER_ITER),
-                    BENCH_AVX512_LOOP(bench_dpbf16_loop)},
-    [INS_DPBUSD] = {"vpdpbusd", BENCH_AVX512_LOOP(BENCH_DPBUSD_OPS_PER_ITER),
-                    BENCH_AVX512_LOOP(bench_dpbusd_loop)},
-};
-
-/* Whether this CPU, under the kernel table that runs (moeq__kern_best),
- * runs instruction i: the AVX-512 ones where the table is avx512 (vdpbf16ps
- * where the CPU has AVX512_BF16 too), the AVX2 ones where it is avx2. */
-static bool ins_runs(ins_id i) {
-    if (!k_ins[i].loop) return false;
-    const char *kern = moeq__kern_best(false)->name;
-    const bool avx512 = strcmp(kern, "avx512") == 0, avx2 = strcmp(kern, "avx2") == 0;
-    switch (i) {
-        case INS_FMA: return true;
-        case INS_MADDWD:
-        case INS_MADDUBS: return avx2;
-        case INS_DPBF16: return avx512 && moeq__cpu_avx512bf16();
-        case INS_DPBUSD: return avx512;
-        default: return false;
-    }
-}
+/* ---- the instruction of each case ---------------------------------------------- */
 
 /* The instruction a projection's inner loop runs (gemm1: gate and up, the
  * bfloat16 input of weight-only layers, or the activations' codes; gemm2:
@@ -196,187 +91,6 @@ static ins_id case_ins(const char *scheme, bool gemm2) {
     if (strstr(scheme, "a8_mxfp") || strstr(scheme, "w4a8_mxfp4")) return INS_FMA;
     if (strstr(scheme, "a8_fp8")) return bf16 ? INS_DPBF16 : INS_FMA;
     return bf16 && !gemm2 ? INS_DPBF16 : INS_FMA; /* weight-only */
-}
-
-static void *ins_thread(void *vp) {
-    thr_arg *a = vp;
-    if (a->pinned) pin_to(a->cpu);
-    pthread_barrier_wait(a->bar);
-    a->t0 = bench_now();
-    a->out = k_ins[a->ins].loop(a->iters);
-    a->t1 = bench_now();
-    return NULL;
-}
-
-/* One sample of `threads` threads running fn; returns the wall time. */
-static double run_threads(int threads, void *(*fn)(void *), thr_arg *args) {
-    pthread_t tid[8];
-    pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, (unsigned)threads);
-    for (int i = 0; i < threads; i++) {
-        args[i].bar = &bar;
-        pthread_create(&tid[i], NULL, fn, &args[i]);
-    }
-    double t0 = 1e300, t1 = 0;
-    for (int i = 0; i < threads; i++) {
-        pthread_join(tid[i], NULL);
-        t0 = args[i].t0 < t0 ? args[i].t0 : t0;
-        t1 = args[i].t1 > t1 ? args[i].t1 : t1;
-    }
-    pthread_barrier_destroy(&bar);
-    return t1 - t0;
-}
-
-enum { MAX_SAMPLES = 512 };
-typedef struct samples {
-    double v[MAX_SAMPLES];
-    int n;
-} samples;
-static samples g_bw[3], g_peak[3]; /* by thread count */
-static samples g_ipeak[N_INS][3];  /* instruction peaks, GOP/s, by thread count */
-static float *g_stream;
-static size_t g_stream_n;
-/* The CPUs the probes' threads are pinned to (probe_cpus_init; Linux;
- * unpinned, two new threads often start on one CPU and share it for the
- * whole probe, before the scheduler moves one). */
-static int g_probe_cpu[2];
-static bool g_probe_pinned;
-
-static void probe_cpus_init(void) {
-#ifdef __linux__
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return;
-    int n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++) {
-        if (CPU_ISSET((size_t)c, &set)) g_probe_cpu[n++] = c;
-    }
-    g_probe_pinned = n == 2;
-#endif
-}
-
-static void sample_limits(int reps) {
-    for (int threads = 1; threads <= 2; threads++) {
-        for (int r = 0; r < reps; r++) {
-            thr_arg a[2];
-            memset(a, 0, sizeof a);
-            for (int i = 0; i < threads; i++) {
-                a[i].p = g_stream + g_stream_n / (size_t)threads * (size_t)i;
-                a[i].n = g_stream_n / (size_t)threads;
-            }
-            double dt = run_threads(threads, bw_thread, a);
-            if (g_bw[threads].n < MAX_SAMPLES)
-                g_bw[threads].v[g_bw[threads].n++] = (double)g_stream_n * 4 / dt / 1e9;
-            /* the peaks: each instruction this CPU runs, a thread pinned to each CPU */
-            for (int k = 0; k < N_INS; k++) {
-                if (!ins_runs((ins_id)k)) continue;
-                /* about 7 ms per sample at the FP32 FMA loop's rate (two FMAs a cycle) */
-                long iters = (long)(4000000.0 * BENCH_FMA_FLOPS_PER_ITER / k_ins[k].ops_per_iter);
-                for (int i = 0; i < threads; i++) {
-                    a[i].iters = iters;
-                    a[i].ins = k;
-                    a[i].pinned = g_probe_pinned;
-                    a[i].cpu = g_probe_cpu[i];
-                }
-                dt = run_threads(threads, ins_thread, a);
-                samples *sm = &g_ipeak[k][threads];
-                if (sm->n < MAX_SAMPLES)
-                    sm->v[sm->n++] = (double)iters * k_ins[k].ops_per_iter * threads / dt / 1e9;
-                if (k == INS_FMA && g_peak[threads].n < MAX_SAMPLES)
-                    g_peak[threads].v[g_peak[threads].n++] = sm->v[sm->n - 1];
-            }
-        }
-    }
-}
-
-static double sample_median(const samples *s) {
-    double tmp[MAX_SAMPLES];
-    memcpy(tmp, s->v, sizeof(double) * (size_t)s->n);
-    return s->n ? median(tmp, s->n) : (double)NAN;
-}
-
-/* machine_whole's references: twice the run's 1-thread FMA peak, GFLOP/s (the
- * 1-thread median: a sample taken while the two vCPUs were short would pull
- * a 2-thread reference down with it), 0 where the process has fewer than two
- * CPUs; and the median of the run's 2-thread read-bandwidth samples so far
- * (sample_limits), where g_stream holds at least PROBE_SPAN read probes
- * (g_probe_reads). */
-static double g_whole_ref;
-static bool g_probe_reads;
-static size_t g_probe_at; /* where in g_stream the next read probe starts (floats) */
-enum { MAX_ATTEMPTS = 3, PROBE_SPAN = 8 };
-static double g_wait_s = 3;                  /* await_whole's limit: 0 with --quick (one probe) */
-#define PROBE_READ_FLOATS ((size_t)16 << 20) /* 64 MiB per read probe: twice the L3 */
-
-static void whole_init(void) {
-    g_whole_ref = 0;
-#ifdef __linux__
-    if (!g_probe_pinned) return;
-#else
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
-#endif
-    g_whole_ref = 2 * sample_median(&g_peak[1]);
-    g_probe_reads = g_stream_n >= PROBE_SPAN * PROBE_READ_FLOATS;
-}
-
-/* What one probe read: 2-thread FMA GFLOP/s and read GB/s (0: not run). */
-typedef struct probe {
-    double gflops, gbps;
-} probe;
-
-/* Whether a probe's figures describe the machine the floors describe: FMA at
- * 80% or more of g_whole_ref, read bandwidth (where measured) within 90-115%
- * of bw_ref (file head). */
-static bool probe_whole(const probe *p, double bw_ref) {
-    if (g_whole_ref <= 0) return true;
-    return p->gflops >= 0.8 * g_whole_ref &&
-           (p->gbps == 0 || (p->gbps >= 0.9 * bw_ref && p->gbps <= 1.15 * bw_ref));
-}
-
-/* Whether the machine is as the floors describe it now (probe_whole against
- * the median of the run's 2-thread read samples so far): one 2-thread FMA
- * probe (about 4 ms), then, where g_probe_reads, one 2-thread read of the 64
- * MiB of g_stream after the previous probe's (about 2 ms; the region comes
- * round again after PROBE_SPAN probes, long out of the L3), a thread pinned
- * to each CPU.  *got: what it read. */
-static bool machine_whole(probe *got) {
-    *got = (probe){0, 0};
-    if (g_whole_ref <= 0) return true;
-    thr_arg a[2];
-    memset(a, 0, sizeof a);
-    const long iters = 2000000;
-    a[0].iters = a[1].iters = iters;
-    for (int i = 0; i < 2; i++) {
-        a[i].pinned = g_probe_pinned;
-        a[i].cpu = g_probe_cpu[i];
-    }
-    double dt = run_threads(2, fma_thread, a);
-    got->gflops = (double)iters * BENCH_FMA_FLOPS_PER_ITER * 2 / dt / 1e9;
-    if (g_probe_reads) {
-        if (g_probe_at + PROBE_READ_FLOATS > g_stream_n) g_probe_at = 0;
-        for (int i = 0; i < 2; i++) {
-            a[i].p = g_stream + g_probe_at + PROBE_READ_FLOATS / 2 * (size_t)i;
-            a[i].n = PROBE_READ_FLOATS / 2;
-        }
-        g_probe_at += PROBE_READ_FLOATS;
-        dt = run_threads(2, bw_thread, a);
-        got->gbps = (double)PROBE_READ_FLOATS * 4 / dt / 1e9;
-    }
-    return probe_whole(got, sample_median(&g_bw[2]));
-}
-
-/* Probes until the machine is whole (machine_whole), every 50 ms for up to
- * g_wait_s seconds after the first probe; *got: the last probe's figures;
- * *waited: that time added.  Returns whether it became whole. */
-static bool await_whole(probe *got, double *waited) {
-    if (machine_whole(got)) return true;
-    const double t0 = bench_now();
-    bool whole = false;
-    while (!whole && bench_now() - t0 < g_wait_s) {
-        nanosleep(&(struct timespec){0, 50000000}, NULL);
-        whole = machine_whole(got);
-    }
-    *waited += bench_now() - t0;
-    return whole;
 }
 
 /* ---- cases -------------------------------------------------------------------------- */
@@ -517,12 +231,13 @@ int main(int argc, char **argv) {
 
     /* 512 MiB with --quick too: the read probes need PROBE_SPAN regions, and
      * the smoke test runs them (without waiting: g_wait_s). */
-    g_stream_n = (size_t)512 << 18;
     if (o.quick) g_wait_s = 0;
-    g_stream = aligned_alloc(64, g_stream_n * 4);
-    for (size_t i = 0; i < g_stream_n; i++) g_stream[i] = (float)(i & 1023);
-    probe_cpus_init();
-    sample_limits(o.quick ? 1 : 5);
+    if (!probes_init(512)) {
+        fprintf(stderr, "moe_bench: out of memory for the 512 MiB read probe\n");
+        return 1;
+    }
+    sample_limits(1, o.quick ? 1 : 5);
+    sample_limits(2, o.quick ? 1 : 5);
     whole_init();
 
     /* Routing draws shared by every scheme and the baseline. */
@@ -603,7 +318,8 @@ int main(int argc, char **argv) {
     for (size_t si = 0; si < sizeof k_schemes / sizeof k_schemes[0]; si++) {
         const scheme_def *s = &k_schemes[si];
         if (o.scheme && strcmp(o.scheme, s->name) != 0) continue;
-        sample_limits(o.quick ? 1 : 3);
+        sample_limits(1, o.quick ? 1 : 3);
+        sample_limits(2, o.quick ? 1 : 3);
         int layers = nl ? nl : (strstr(s->name, "w8") ? 2 : 3);
         moeq_moe *L[MAX_LAYERS];
         moeq_config *C[MAX_LAYERS];
@@ -659,7 +375,8 @@ int main(int argc, char **argv) {
             moeq_config_destroy(C[i]);
         }
     }
-    sample_limits(o.quick ? 1 : 5);
+    sample_limits(1, o.quick ? 1 : 5);
+    sample_limits(2, o.quick ? 1 : 5);
 
     double bw[3], peak[3], ipeak[N_INS][3];
     for (int t = 1; t <= 2; t++) {

@@ -166,16 +166,18 @@ __attribute__((target("avx512f,avx512vnni"), unused)) static double bench_dpbusd
 }
 #endif
 
-/* Streams bench_read_sum reads at once: a gemv reads a tile of rows, each
- * row its own stream, and a core's prefetchers fetch several streams faster
- * than one (a Zen 3, one thread: 16 GB/s from one stream, 20 from 4-16). */
+/* Streams bench_read_sum reads at once.  The floor is the fastest the
+ * machine reads, and a core's prefetchers keep more lines in flight for
+ * several streams than for one (a Zen 3, one thread: 16 GB/s from one
+ * stream, 19-21 from 2-16; software prefetches ahead of one stream did not
+ * close the gap). */
 #define BENCH_READ_STREAMS 8
 
 /* Reads `bytes` bytes at p (32-byte aligned; a multiple of 128 is read) with
  * four independent chains of integer XORs, whatever the bits are: the read
  * bandwidth when p is far larger than the caches.  The bytes are read as
  * BENCH_READ_STREAMS equal parts, 128 bytes of each in turn (then what
- * the parts leave), as a gemv's tile of rows reads them. */
+ * the parts leave). */
 __attribute__((target("avx2,fma"), unused)) static uint64_t bench_read_sum(const void *p,
                                                                            size_t bytes) {
     const char *b = p;

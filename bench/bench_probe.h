@@ -14,9 +14,9 @@
  * Whole machine (machine_whole): a short 2-thread FMA probe, then a 64 MiB
  * 2-thread read, a thread pinned to each CPU.  On a shared VM the two vCPUs
  * at times deliver one CPU's worth for seconds on end, and the read
- * bandwidth moves by tens of percent for tens of seconds at a time (the host
- * placing the vCPUs on one core complex or two); a case measured then says
- * nothing about the code against the run's floors.  The machine is whole
+ * bandwidth moves by tens of percent for tens of seconds at a time (most
+ * likely the host placing the vCPUs on one core complex or two); a case
+ * measured then says nothing about the code against the run's floors.  The machine is whole
  * when the FMA probe reads 80% or more of twice the run's 1-thread peak and
  * the read 90-115% of the run's 2-thread bandwidth median so far.
  * await_whole repeats the probe every 50 ms, up to g_wait_s seconds, until

@@ -938,9 +938,24 @@ static void gemv_bf16(const moeq__packed *pk, size_t blk, size_t M, const uint16
 
 /* ---- idot: int8 codes times int8 activation codes, exact int32 sums ----------------- */
 
-/* Two columns of a block (16 rows each) interleaved into int16 pairs, rows
- * 0-7 in w0 and 8-15 in w1, so one vpmaddwd against a broadcast pair of
+/* Two columns of a block (16 rows each, at q) interleaved into int16 pairs,
+ * rows 0-7 in w0 and 8-15 in w1, so one vpmaddwd against a broadcast pair of
  * activation codes adds both columns' products for 8 rows. */
+AI void i8_pairs(const uint8_t *q, __m256i *w0, __m256i *w1) {
+    const __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)q);
+    const __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(q + 16));
+    *w0 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(c0, c1));
+    *w1 = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(c0, c1));
+}
+
+/* Activation codes k and k + 1 of a row (int16), broadcast as one pair. */
+AI __m256i x_pair(const int16_t *x, size_t k) {
+    int32_t pair;
+    memcpy(&pair, x + k, sizeof pair);
+    return _mm256_set1_epi32(pair);
+}
+
+/* Up to 6 tokens against one block of int8 codes, column pairs by i8_pairs. */
 AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const moeq__i8row *x, int32_t *C,
                   size_t ldc, int accumulate, const int M) {
     const __m256i z = _mm256_setzero_si256();
@@ -959,15 +974,11 @@ AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const moeq__i8row *x,
     }
 #undef LD
     for (size_t k = k0; k < k0 + nk; k += 2) {
-        const __m128i c0 = _mm_loadu_si128((const __m128i *)(bc + k * MOEQ__PK_ROWS));
-        const __m128i c1 = _mm_loadu_si128((const __m128i *)(bc + k * MOEQ__PK_ROWS + 16));
-        const __m256i w0 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(c0, c1));
-        const __m256i w1 = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(c0, c1));
+        __m256i w0, w1;
+        i8_pairs(bc + k * MOEQ__PK_ROWS, &w0, &w1);
 #define ROW(m, xp, a, b)                                                                           \
     if (M > m) {                                                                                   \
-        int32_t pair_;                                                                             \
-        memcpy(&pair_, (xp) + k, sizeof pair_);                                                    \
-        const __m256i xb_ = _mm256_set1_epi32(pair_);                                              \
+        const __m256i xb_ = x_pair(xp, k);                                                         \
         a = _mm256_add_epi32(a, _mm256_madd_epi16(w0, xb_));                                       \
         b = _mm256_add_epi32(b, _mm256_madd_epi16(w1, xb_));                                       \
     }
@@ -1009,19 +1020,12 @@ AI void idot_pair(const uint8_t *bc, size_t blk_bytes, size_t k0, size_t nk, con
     }
 #undef LD
     for (size_t k = k0; k < k0 + nk; k += 2) {
-        const __m128i c0 = _mm_loadu_si128((const __m128i *)(bc + k * MOEQ__PK_ROWS));
-        const __m128i c1 = _mm_loadu_si128((const __m128i *)(bc + k * MOEQ__PK_ROWS + 16));
-        const __m128i d0 = _mm_loadu_si128((const __m128i *)(bd + k * MOEQ__PK_ROWS));
-        const __m128i d1 = _mm_loadu_si128((const __m128i *)(bd + k * MOEQ__PK_ROWS + 16));
-        const __m256i w0 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(c0, c1));
-        const __m256i w1 = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(c0, c1));
-        const __m256i w2 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(d0, d1));
-        const __m256i w3 = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(d0, d1));
+        __m256i w0, w1, w2, w3;
+        i8_pairs(bc + k * MOEQ__PK_ROWS, &w0, &w1);
+        i8_pairs(bd + k * MOEQ__PK_ROWS, &w2, &w3);
 #define ROW(m, xp, a, b, c, d)                                                                     \
     if (M > m) {                                                                                   \
-        int32_t pair_;                                                                             \
-        memcpy(&pair_, (xp) + k, sizeof pair_);                                                    \
-        const __m256i xb_ = _mm256_set1_epi32(pair_);                                              \
+        const __m256i xb_ = x_pair(xp, k);                                                         \
         a = _mm256_add_epi32(a, _mm256_madd_epi16(w0, xb_));                                       \
         b = _mm256_add_epi32(b, _mm256_madd_epi16(w1, xb_));                                       \
         c = _mm256_add_epi32(c, _mm256_madd_epi16(w2, xb_));                                       \

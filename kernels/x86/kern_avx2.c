@@ -996,16 +996,18 @@ AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const moeq__i8row *x,
 #undef ST
 }
 
-/* One or two tokens (M) against two consecutive blocks in one pass, two
+/* Up to 3 tokens (M) against two consecutive blocks in one pass, two
  * accumulators per block and token as idot_impl's: the blocks' codes are
  * read as two streams side by side, which a core fetches from DRAM faster
- * than one (one token, cold: 0.74-0.90x the time of block after block). */
+ * than one (cold: 0.74-0.90x the time of block after block).  With 4 tokens
+ * the 16 accumulators spill (hot: 1.04-1.10x the time). */
 AI void idot_pair(const uint8_t *bc, size_t blk_bytes, size_t k0, size_t nk, const moeq__i8row *x,
                   int32_t *C, size_t ldc, int accumulate, const int M) {
     const __m256i z = _mm256_setzero_si256();
-    __m256i a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
+    __m256i a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z, a20 = z,
+            a21 = z, a22 = z, a23 = z;
     const uint8_t *bd = bc + blk_bytes;
-    const int16_t *x0 = x[0].w, *x1 = M > 1 ? x[1].w : x0;
+    const int16_t *x0 = x[0].w, *x1 = M > 1 ? x[1].w : x0, *x2 = M > 2 ? x[2].w : x0;
 #define LD(m, a, b, c, d)                                                                          \
     if (M > m) {                                                                                   \
         const int32_t *cm_ = C + (size_t)(m)*ldc;                                                  \
@@ -1017,6 +1019,7 @@ AI void idot_pair(const uint8_t *bc, size_t blk_bytes, size_t k0, size_t nk, con
     if (accumulate) {
         LD(0, a00, a01, a02, a03)
         LD(1, a10, a11, a12, a13)
+        LD(2, a20, a21, a22, a23)
     }
 #undef LD
     for (size_t k = k0; k < k0 + nk; k += 2) {
@@ -1033,6 +1036,7 @@ AI void idot_pair(const uint8_t *bc, size_t blk_bytes, size_t k0, size_t nk, con
     }
         ROW(0, x0, a00, a01, a02, a03)
         ROW(1, x1, a10, a11, a12, a13)
+        ROW(2, x2, a20, a21, a22, a23)
 #undef ROW
     }
 #define ST(m, a, b, c, d)                                                                          \
@@ -1045,6 +1049,7 @@ AI void idot_pair(const uint8_t *bc, size_t blk_bytes, size_t k0, size_t nk, con
     }
     ST(0, a00, a01, a02, a03)
     ST(1, a10, a11, a12, a13)
+    ST(2, a20, a21, a22, a23)
 #undef ST
 }
 
@@ -1123,18 +1128,20 @@ static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const moe
     }
 }
 
-/* I8 for one or two tokens: both blocks in one pass (idot_pair).  Otherwise
+/* I8 for up to 3 tokens: both blocks in one pass (idot_pair).  Otherwise
  * block by block (for compute, a second block per pass gains nothing here:
  * one vector holds 8 rows), I8 in tiles of at most MOEQ__TILE_MAX tokens
  * (idot_impl's 12 accumulators). */
 static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
                  const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
-    if (M <= 2 && nb == 2 && pk->code != MOEQ__PK_I4) {
+    if (M <= 3 && nb == 2 && pk->code != MOEQ__PK_I4) {
         const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
         if (M == 1)
             idot_pair(bc, pk->blk_code_bytes, k0, nk, x, C, ldc, accumulate, 1);
-        else
+        else if (M == 2)
             idot_pair(bc, pk->blk_code_bytes, k0, nk, x, C, ldc, accumulate, 2);
+        else
+            idot_pair(bc, pk->blk_code_bytes, k0, nk, x, C, ldc, accumulate, 3);
         return;
     }
     for (size_t i = 0; i < nb; i++) {

@@ -1134,7 +1134,7 @@ static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const moe
  * (idot_impl's 12 accumulators). */
 static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
                  const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
-    if (M <= 3 && nb == 2 && pk->code != MOEQ__PK_I4) {
+    if (M >= 1 && M <= 3 && nb == 2 && pk->code != MOEQ__PK_I4) {
         const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
         if (M == 1)
             idot_pair(bc, pk->blk_code_bytes, k0, nk, x, C, ldc, accumulate, 1);

@@ -287,7 +287,7 @@ typedef struct probe {
 
 /* Whether a probe's figures describe the machine the floors describe: FMA at
  * 80% or more of g_whole_ref, read bandwidth (where measured) within 90-115%
- * of bw_ref (file head). */
+ * of bw_ref. */
 static bool probe_whole(const probe *p, double bw_ref) {
     if (g_whole_ref <= 0) return true;
     return p->gflops >= 0.8 * g_whole_ref &&
@@ -339,6 +339,21 @@ static bool await_whole(probe *got, double *waited) {
     }
     *waited += bench_now() - t0;
     return whole;
+}
+
+/* A table row's mark: " *" where the case's probes failed (contended),
+ * " (again)" where it was measured more than once, else nothing. */
+static const char *case_mark(int attempts, bool contended) {
+    return contended ? " *" : attempts > 1 ? " (again)" : "";
+}
+
+/* The table's last line: the time spent waiting for the machine, the cases
+ * measured again and the cases marked. */
+static void print_probe_summary(double waited, int retried, int marked) {
+    printf("probes (a CPU short, or read bandwidth outside 90-115%% of the run's): waited %.1f s "
+           "in all for the machine; measured again (up to %d times): %d case(s); marked (*, "
+           "probes outside the run's final figures): %d\n",
+           waited, MAX_ATTEMPTS, retried, marked);
 }
 
 #endif

@@ -361,18 +361,13 @@ int main(int argc, char **argv) {
             printf("%-12s %-7s %5d %10.3f %8.2f %9.2f %9.2f %9.2fx %10.2fx %10.3f %8.2fx%s\n",
                    r->scheme, sh->name, T, sec * 1e3, (double)r->bytes / sec / 1e9,
                    flops / sec / 1e9, (double)r->bytes / 1e6, mem_x, comp_x, blas_ms, blas_x,
-                   r->contended      ? " *"
-                   : r->attempts > 1 ? " (again)"
-                                     : "");
+                   case_mark(r->attempts, r->contended));
         }
     }
     if (json) {
         printf("\n]\n");
     } else {
-        printf("probes (a CPU short, or read bandwidth outside 90-115%% of the run's): waited "
-               "%.1f s in all for the machine; measured again (up to %d times): %d case(s); "
-               "marked (*, probes outside the run's final figures): %d\n",
-               waited, MAX_ATTEMPTS, retried, marked);
+        print_probe_summary(waited, retried, marked);
     }
     moeq_ctx_destroy(ctx);
     free(g_stream);

@@ -465,20 +465,14 @@ int main(int argc, char **argv) {
                 snprintf(insn, sizeof insn, "%s/%s", k_ins[i1].name, k_ins[i2].name);
             printf("%-12s %5d %3d %9.3f %19s %8.2f %8.1f %8.2f %8.2f %8.2f %5.0f%% %s%s\n",
                    r->scheme, r->T, r->threads, ms, range, gbps, gflops, mem_x, comp_x, blas_x,
-                   ins_ok ? 100 / ins_x : (double)NAN, insn,
-                   r->contended      ? " *"
-                   : r->attempts > 1 ? " (again)"
-                                     : "");
+                   ins_ok ? 100 / ins_x : (double)NAN, insn, case_mark(r->attempts, r->contended));
             retried += r->attempts > 1;
             contended += r->contended;
             waited += r->waited;
         }
     }
     if (!o.json) {
-        printf("probes (a CPU short, or read bandwidth outside 90-115%% of the run's): waited "
-               "%.1f s in all for the machine; measured again (up to %d times): %d case(s); "
-               "marked (*, probes outside the run's final figures): %d\n",
-               waited, MAX_ATTEMPTS, retried, contended);
+        print_probe_summary(waited, retried, contended);
         printf("openblas (fp32, pre-dequantized) ms:");
         for (int ti = 0; ti < nT; ti++) {
             printf("  T=%d: %.3f (1 thr) %.3f (2 thr)", Ts[ti], blas_ms[ti][1], blas_ms[ti][2]);

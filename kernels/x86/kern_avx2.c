@@ -1259,7 +1259,9 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
                 a0 = _mm256_loadu_ps(ym);
                 a1 = _mm256_loadu_ps(ym + 8);
             }
-            for (size_t g = 0; g < ng; g++) {
+            /* two groups a pass: gcc 12 then spills nothing (one group a
+             * pass kept one sum on the stack: a store and a load a group) */
+            _Pragma("GCC unroll 2") for (size_t g = 0; g < ng; g++) {
                 const uint8_t *w = W + g * 256;
                 int32_t quad;
                 __m256i q, lo, hi;

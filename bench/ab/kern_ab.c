@@ -1,0 +1,124 @@
+/*
+ * kern_ab.c - one MoE layer on two AVX2 kernel tables, call by call in one
+ * process: the library's ("new") and one built from another kern_avx2.c
+ * ("old": CMake's MOEQ_AB_KERNELS, by default the tree's own file, an A/A
+ * run).  Two contexts run the same layers, each with its table; the calls
+ * alternate, and which table goes first alternates too, so that the host's
+ * drift falls on both.  The tables must agree bit for bit (kernels.h), so
+ * after every pair the two outputs are compared.
+ *
+ * usage: kern_ab SCHEME T [THREADS [PAIRS]]   (THREADS default 2, PAIRS 9)
+ *
+ * Prints the median time of each table and the quartiles of the per-pair
+ * ratios new / old.  Exit status 0, 1 when an output differed, 2 on bad
+ * arguments.  No timing is asserted.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_layer.h"
+
+extern const moeq__kern moeq__kern_ab_old;
+
+static int int_arg(const char *name, const char *s, int lo, int hi) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "kern_ab: %s '%s': expected an integer from %d to %d\n", name, s, lo, hi);
+        exit(2);
+    }
+    return (int)v;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || argc > 5) {
+        fprintf(stderr, "usage: kern_ab SCHEME T [THREADS [PAIRS]]\n");
+        return 2;
+    }
+    const scheme_def *s = NULL;
+    for (size_t i = 0; i < sizeof k_schemes / sizeof k_schemes[0]; i++) {
+        if (!strcmp(k_schemes[i].name, argv[1])) s = &k_schemes[i];
+    }
+    if (!s) {
+        fprintf(stderr, "kern_ab: no scheme '%s'; the schemes:", argv[1]);
+        for (size_t i = 0; i < sizeof k_schemes / sizeof k_schemes[0]; i++)
+            fprintf(stderr, " %s", k_schemes[i].name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    const int T = int_arg("T", argv[2], 1, 4096);
+    const int threads = argc > 3 ? int_arg("THREADS", argv[3], 1, 256) : 2;
+    const int pairs = argc > 4 ? int_arg("PAIRS", argv[4], 1, MAX_REPS) : 9;
+    const moeq__kern *tabs[2] = {&moeq__kern_ab_old, moeq__kern_level(1)};
+    if (strcmp(tabs[1]->name, "avx2") != 0) {
+        fprintf(stderr, "kern_ab: this CPU does not run the avx2 table\n");
+        return 2;
+    }
+
+    /* Cold weights: the layers are cycled, as moe_bench does. */
+    const int layers = strstr(s->name, "w8") ? 2 : 3;
+    moeq_moe *L[MAX_LAYERS];
+    moeq_config *C[MAX_LAYERS];
+    for (int i = 0; i < layers; i++) L[i] = build_layer(s, &C[i]);
+    moeq_ctx *ctx[2];
+    moeq_error err;
+    const moeq_ctx_options co = {threads, 0};
+    for (int v = 0; v < 2; v++) {
+        if (moeq_ctx_create(&co, &ctx[v], &err) != MOEQ_OK) die("ctx", &err);
+        ctx[v]->kern = tabs[v];
+    }
+
+    const int draws = pairs + 2; /* the first two pairs warm up */
+    const size_t n_out = (size_t)T * (size_t)g_H;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(T * TOPK * draws));
+    float *wts = malloc(sizeof(float) * (size_t)(T * TOPK * draws));
+    uint16_t *x = malloc(sizeof(uint16_t) * n_out);
+    uint16_t *out[2] = {malloc(sizeof(uint16_t) * n_out), malloc(sizeof(uint16_t) * n_out)};
+    double *t[2] = {malloc(sizeof(double) * (size_t)pairs), malloc(sizeof(double) * (size_t)pairs)};
+    double *ratio = malloc(sizeof(double) * (size_t)pairs);
+    if (!ids || !wts || !x || !out[0] || !out[1] || !t[0] || !t[1] || !ratio) {
+        fprintf(stderr, "kern_ab: out of memory\n");
+        return 1;
+    }
+    for (int d = 0; d < draws; d++) draw_routing(T, ids + d * T * TOPK, wts + d * T * TOPK);
+    for (size_t i = 0; i < n_out; i++) x[i] = moeq__f32_to_bf16((float)(2 * uni() - 1));
+
+    int differ = 0;
+    for (int d = 0; d < draws; d++) {
+        moeq_moe *layer = L[d % layers];
+        for (int k = 0; k < 2; k++) {
+            const int v = (k + d) % 2;
+            const double t0 = bench_now();
+            if (moeq_moe_apply(layer, ctx[v], MOEQ_DTYPE_BF16, x, T, TOPK, ids + d * T * TOPK,
+                               wts + d * T * TOPK, MOEQ_DTYPE_BF16, out[v], &err) != MOEQ_OK)
+                die("apply", &err);
+            if (d >= 2) t[v][d - 2] = bench_now() - t0;
+        }
+        if (memcmp(out[0], out[1], sizeof(uint16_t) * n_out) != 0) differ++;
+        if (d >= 2) ratio[d - 2] = t[1][d - 2] / t[0][d - 2];
+    }
+    const double m_old = median(t[0], pairs), m_new = median(t[1], pairs);
+    qsort(ratio, (size_t)pairs, sizeof *ratio, cmp_double);
+    printf("%s T=%d, %d thread%s, %d pairs: old %.3f ms, new %.3f ms (medians); new/old per "
+           "pair %.3f / %.3f / %.3f (quartiles); outputs %s\n",
+           s->name, T, threads, threads == 1 ? "" : "s", pairs, 1e3 * m_old, 1e3 * m_new,
+           ratio[pairs / 4], median(ratio, pairs), ratio[(3 * pairs) / 4],
+           differ ? "DIFFER" : "equal bit for bit");
+    if (differ) fprintf(stderr, "kern_ab: the outputs differed in %d of %d pairs\n", differ, draws);
+
+    for (int v = 0; v < 2; v++) {
+        moeq_ctx_destroy(ctx[v]);
+        free(out[v]);
+        free(t[v]);
+    }
+    for (int i = 0; i < layers; i++) {
+        moeq_moe_destroy(L[i]);
+        moeq_config_destroy(C[i]);
+    }
+    free(ids);
+    free(wts);
+    free(x);
+    free(ratio);
+    return differ ? 1 : 0;
+}

@@ -8,10 +8,13 @@
 #ifndef MOEQ_BENCH_COMMON_H
 #define MOEQ_BENCH_COMMON_H
 
+#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #if defined(__x86_64__)
@@ -25,6 +28,22 @@ static inline double bench_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* An option's integer in [lo, hi] (the whole of arg, decimal), or false
+ * after "PROG: OPT 'ARG': expected an integer from LO to HI" on stderr. */
+static inline bool bench_int_opt(const char *prog, const char *opt, const char *arg, int lo, int hi,
+                                 int *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = arg ? strtol(arg, &end, 10) : 0;
+    if (!arg || errno || end == arg || *end || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s '%s': expected an integer from %d to %d\n", prog, opt,
+                arg ? arg : "", lo, hi);
+        return false;
+    }
+    *out = (int)v;
+    return true;
 }
 
 static inline uint64_t bench_xorshift(uint64_t *state) {

@@ -176,18 +176,6 @@ static moeq_linear *build_linear(const scheme_def *s, const shape *sh, moeq_conf
     return l;
 }
 
-static bool int_opt(const char *opt, const char *arg, int lo, int hi, int *out) {
-    char *end;
-    long v = arg ? strtol(arg, &end, 10) : 0;
-    if (!arg || *end || v < lo || v > hi) {
-        fprintf(stderr, "linear_bench: %s '%s': expected an integer from %d to %d\n", opt,
-                arg ? arg : "", lo, hi);
-        return false;
-    }
-    *out = (int)v;
-    return true;
-}
-
 int main(int argc, char **argv) {
     bool json = false, quick = false;
     const char *only_scheme = NULL, *only_shape = NULL;
@@ -203,17 +191,17 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--shape") && v) {
             only_shape = argv[++i];
         } else if (!strcmp(a, "--tokens")) {
-            if (!int_opt(a, v, 1, 512, &only_T)) return 2;
+            if (!bench_int_opt("linear_bench", a, v, 1, 512, &only_T)) return 2;
             i++;
             if (only_T != 1 && only_T != 32 && only_T != 512) {
                 fprintf(stderr, "linear_bench: --tokens %d: the cases are 1, 32 and 512\n", only_T);
                 return 2;
             }
         } else if (!strcmp(a, "--threads")) {
-            if (!int_opt(a, v, 1, 16, &threads)) return 2;
+            if (!bench_int_opt("linear_bench", a, v, 1, 16, &threads)) return 2;
             i++;
         } else if (!strcmp(a, "--reps")) {
-            if (!int_opt(a, v, 1, MAX_REPS, &reps)) return 2;
+            if (!bench_int_opt("linear_bench", a, v, 1, MAX_REPS, &reps)) return 2;
             i++;
         } else {
             fprintf(stderr, "usage: linear_bench [--json] [--quick] [--scheme NAME] [--shape "

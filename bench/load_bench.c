@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "moeq/moeq.h"
 
 #define MAX_REPS 64
@@ -197,18 +198,6 @@ static load_result in_child(const char *dir, int threads, int floor) {
     return r;
 }
 
-static int parse_int(const char *opt, const char *s, int lo, int hi, int *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "load_bench: %s '%s': expected an integer from %d to %d\n", opt, s, lo,
-                hi);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 int main(int argc, char **argv) {
     int json = 0, reps = 3, experts = 128, hidden = 2048, inter = 768, layers = 1;
     int threads[MAX_THREADS] = {1, 2}, n_threads = 2;
@@ -221,15 +210,15 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--dir") && has) {
             dir = argv[++i];
         } else if (!strcmp(a, "--reps") && has) {
-            if (parse_int(a, argv[++i], 1, MAX_REPS, &reps)) return 2;
+            if (!bench_int_opt("load_bench", a, argv[++i], 1, MAX_REPS, &reps)) return 2;
         } else if (!strcmp(a, "--experts") && has) {
-            if (parse_int(a, argv[++i], 1, 4096, &experts)) return 2;
+            if (!bench_int_opt("load_bench", a, argv[++i], 1, 4096, &experts)) return 2;
         } else if (!strcmp(a, "--hidden") && has) {
-            if (parse_int(a, argv[++i], 8, 1 << 16, &hidden)) return 2;
+            if (!bench_int_opt("load_bench", a, argv[++i], 8, 1 << 16, &hidden)) return 2;
         } else if (!strcmp(a, "--intermediate") && has) {
-            if (parse_int(a, argv[++i], 8, 1 << 16, &inter)) return 2;
+            if (!bench_int_opt("load_bench", a, argv[++i], 8, 1 << 16, &inter)) return 2;
         } else if (!strcmp(a, "--layers") && has) {
-            if (parse_int(a, argv[++i], 1, 1024, &layers)) return 2;
+            if (!bench_int_opt("load_bench", a, argv[++i], 1, 1024, &layers)) return 2;
         } else if (!strcmp(a, "--threads") && has) {
             char *list = argv[++i];
             n_threads = 0;
@@ -238,7 +227,9 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "load_bench: at most %d thread counts\n", MAX_THREADS);
                     return 2;
                 }
-                if (parse_int("--threads", tok, 1, MAX_THREADS, &threads[n_threads++])) return 2;
+                if (!bench_int_opt("load_bench", "--threads", tok, 1, MAX_THREADS,
+                                   &threads[n_threads++]))
+                    return 2;
             }
         } else {
             fprintf(stderr,

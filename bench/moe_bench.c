@@ -115,20 +115,6 @@ typedef struct result {
     int n;
 } result;
 
-/* An option's integer in [lo, hi], or false after saying what was wrong. */
-static bool int_opt(const char *opt, const char *arg, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (errno || end == arg || *end || v < lo || v > hi) {
-        fprintf(stderr, "moe_bench: %s '%s': expected an integer from %d to %d\n", opt, arg, lo,
-                hi);
-        return false;
-    }
-    *out = (int)v;
-    return true;
-}
-
 static int reps_for(const opts *o, int T) {
     if (o->reps) return o->reps;
     if (o->quick) return 3;
@@ -186,7 +172,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--scheme") && i + 1 < argc)
             o.scheme = argv[++i];
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
-            if (!int_opt(argv[i], argv[i + 1], 1, 512, &o.tokens)) return 2;
+            if (!bench_int_opt("moe_bench", argv[i], argv[i + 1], 1, 512, &o.tokens)) return 2;
             i++;
             if (o.tokens != 1 && o.tokens != 32 && o.tokens != 128 && o.tokens != 512) {
                 fprintf(stderr, "moe_bench: --tokens %d: the cases are 1, 32, 128 and 512\n",
@@ -194,13 +180,14 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            if (!int_opt(argv[i], argv[i + 1], 1, 2, &o.threads)) return 2;
+            if (!bench_int_opt("moe_bench", argv[i], argv[i + 1], 1, 2, &o.threads)) return 2;
             i++;
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (!int_opt(argv[i], argv[i + 1], 1, MAX_REPS, &o.reps)) return 2;
+            if (!bench_int_opt("moe_bench", argv[i], argv[i + 1], 1, MAX_REPS, &o.reps)) return 2;
             i++;
         } else if (!strcmp(argv[i], "--layers") && i + 1 < argc) {
-            if (!int_opt(argv[i], argv[i + 1], 1, MAX_LAYERS, &o.layers)) return 2;
+            if (!bench_int_opt("moe_bench", argv[i], argv[i + 1], 1, MAX_LAYERS, &o.layers))
+                return 2;
             i++;
         } else {
             fprintf(stderr, "usage: moe_bench [--json] [--quick] [--scheme NAME] [--tokens T] "

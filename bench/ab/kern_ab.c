@@ -21,16 +21,6 @@
 
 extern const moeq__kern moeq__kern_ab_old;
 
-static int int_arg(const char *name, const char *s, int lo, int hi) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "kern_ab: %s '%s': expected an integer from %d to %d\n", name, s, lo, hi);
-        exit(2);
-    }
-    return (int)v;
-}
-
 int main(int argc, char **argv) {
     if (argc < 3 || argc > 5) {
         fprintf(stderr, "usage: kern_ab SCHEME T [THREADS [PAIRS]]\n");
@@ -47,9 +37,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "\n");
         return 2;
     }
-    const int T = int_arg("T", argv[2], 1, 4096);
-    const int threads = argc > 3 ? int_arg("THREADS", argv[3], 1, 256) : 2;
-    const int pairs = argc > 4 ? int_arg("PAIRS", argv[4], 1, MAX_REPS) : 9;
+    int T, threads = 2, pairs = 9;
+    if (!bench_int_opt("kern_ab", "T", argv[2], 1, 4096, &T) ||
+        (argc > 3 && !bench_int_opt("kern_ab", "THREADS", argv[3], 1, 256, &threads)) ||
+        (argc > 4 && !bench_int_opt("kern_ab", "PAIRS", argv[4], 1, MAX_REPS, &pairs)))
+        return 2;
     const moeq__kern *tabs[2] = {&moeq__kern_ab_old, moeq__kern_level(1)};
     if (strcmp(tabs[1]->name, "avx2") != 0) {
         fprintf(stderr, "kern_ab: this CPU does not run the avx2 table\n");

@@ -102,8 +102,8 @@ static void print_base(size_t weights, const double best[2]) {
 
 /* The integer dot kernels, each table in the same loop: fdot on NVFP4
  * activation codes for 1..6 rows (f4, into y), or idot on int8 ones for
- * 1..MOEQ__IDOT_MAX rows, blocks in pairs as the forward runs them (xq,
- * into yi). */
+ * 1..MOEQ__IDOT_MAX rows (xq, into yi), blocks in pairs as the forward runs
+ * them. */
 static void dot_rates(const char *name, int cold, const moeq__packed *pk, double bytes,
                       const moeq__kern *const tabs[2], const moeq__fp4row *f4,
                       const moeq__i8row *xq, float *y, int32_t *yi) {
@@ -114,12 +114,12 @@ static void dot_rates(const char *name, int cold, const moeq__packed *pk, double
         for (int r = 0; r < reps; r++) {
             for (int v = 0; v < ntab; v++) {
                 double t0 = bench_now();
-                for (size_t b = 0; b < pk->blocks; b += f4 ? 1 : MOEQ__IDOT_BLOCKS) {
+                const size_t per = f4 ? MOEQ__FDOT_BLOCKS : MOEQ__IDOT_BLOCKS;
+                for (size_t b = 0; b < pk->blocks; b += per) {
+                    const size_t nb = pk->blocks - b < per ? pk->blocks - b : per;
                     if (f4) {
-                        tabs[v]->fdot(pk, b, M, f4, y, 16);
+                        tabs[v]->fdot(pk, b, nb, M, f4, y, 16 * nb);
                     } else {
-                        const size_t nb =
-                            pk->blocks - b < MOEQ__IDOT_BLOCKS ? pk->blocks - b : MOEQ__IDOT_BLOCKS;
                         tabs[v]->idot(pk, b, nb, 0, pk->cols, M, xq, yi, 16 * nb, 0);
                     }
                 }
@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     float *x = malloc(sizeof(float) * 4 * cols);
     for (size_t i = 0; i < 4 * cols; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
     const float *xp[6] = {x, x + cols, x + 2 * cols, x + 3 * cols, x, x + cols};
-    float y[6 * 16];
+    float y[6 * 16 * MOEQ__FDOT_BLOCKS];
     uint16_t *xb16 = malloc(sizeof(uint16_t) * 4 * cols);
     K->f32_to_bf16(x, 4 * cols, xb16);
     const uint16_t *xbp[4] = {xb16, xb16 + cols, xb16 + 2 * cols, xb16 + 3 * cols};

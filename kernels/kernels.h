@@ -596,6 +596,7 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
 #define MOEQ__TILE_MAX 6 /* tokens per tile call */
 #define MOEQ__IDOT_MAX 12 /* tokens per idot call */
 #define MOEQ__IDOT_BLOCKS 2 /* blocks per idot call */
+#define MOEQ__FDOT_BLOCKS 2 /* blocks per fdot call in moe_fast.c (any number is valid) */
 #define MOEQ__IDOT_KMAX 131070 /* columns per idot call: the int32 sums cannot overflow */
 
 /* A row of int8 activation codes as idot reads it (cols a multiple of 8),
@@ -718,15 +719,17 @@ typedef struct moeq__kern {
                    size_t lds, const float *const *xs, float *C, size_t ldc, int first);
     /* Integer products for NVFP4 activations on NVFP4 weights (W4A4): pk holds
      * E2M1 codes (NIB, lut = the E2M1 values) with E4M3_DIV scales and
-     * gsize 16.  For m < M (any number), r < 16:
-     *   y[m*ldy + r] = acc after, for each group g in order,
+     * gsize 16.  For each of the nb (any number) consecutive blocks
+     * blk + i, m < M (any number), r < 16 (ldy >= 16 nb):
+     *   y[m*ldy + 16 i + r] = acc after, for each group g in order,
      *   acc = fma(float(S_g), ws_g * x[m].sc[g], acc) from acc = 0,
      * where S_g = sum over the group's k of (2 * kv) * x[m].v[moeq__fp4_pos(k)], exact in
      * integers, and ws_g = e4m3(b) * 2^-8 (the scale gemv applies undivided).
      * The caller divides by gdiv * 2^-8 * 4 * (the activations' global scale).
-     * Bit-identical across tables. */
-    void (*fdot)(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
-                 size_t ldy);
+     * Bit-identical across tables, and a block's result does not depend on
+     * nb (tables may share the activations' loads between blocks). */
+    void (*fdot)(const moeq__packed *pk, size_t blk, size_t nb, size_t M, const moeq__fp4row *x,
+                 float *y, size_t ldy);
     /* One row of n values (n a multiple of 16) quantized to NVFP4 with global
      * scale gsc exactly as moeq__actq_nvfp4_ref does, written as fdot reads
      * it: v[moeq__fp4_pos(k)] = 2 * e2m1(code k), sc[g] = e4m3(scale byte

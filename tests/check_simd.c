@@ -839,8 +839,8 @@ START_TEST(test_fdot) {
         const float d = s.pk.gdiv * 0x1p-8f * 4.0f * gsc;
         for (size_t mm = 1; mm <= M; mm++) {
             for (size_t b = 0; b < s.pk.blocks; b++) {
-                float yp[7 * 20], ys[7 * 20];
-                P->fdot(&s.pk, b, mm, rows, yp, 20);
+                float yp[7 * 20], ys[7 * 40];
+                P->fdot(&s.pk, b, 1, mm, rows, yp, 20);
                 for (size_t m = 0; m < mm; m++) {
                     for (size_t r = 0; r < 16 && b * 16 + r < R; r++) {
                         double dot = 0, mag = 0;
@@ -855,12 +855,23 @@ START_TEST(test_fdot) {
                                       got, dot);
                     }
                 }
-                if (!S) continue;
-                S->fdot(&s.pk, b, mm, rows, ys, 20);
-                for (size_t m = 0; m < mm; m++) {
-                    ck_assert_msg(memcmp(yp + m * 20, ys + m * 20, 16 * sizeof(float)) == 0,
-                                  "%s fdot differs (shape %zu M=%zu block %zu token %zu)", S->name,
-                                  si, mm, b, m);
+                /* each block alone, and in a pair with the next or (the last
+                 * block) the one before, as the forward calls it */
+                const moeq__kern *tabs[2] = {P, S};
+                for (int v = 0; v < 2 && tabs[v]; v++) {
+                    for (size_t nb = 1; nb <= 2; nb++) {
+                        const size_t b0 = nb == 1 ? b : b + 1 < s.pk.blocks ? b : b - (b > 0);
+                        if (b0 + nb > s.pk.blocks) continue;
+                        tabs[v]->fdot(&s.pk, b0, nb, mm, rows, ys, 40);
+                        const size_t off = 16 * (b - b0);
+                        for (size_t m = 0; m < mm; m++) {
+                            ck_assert_msg(
+                                memcmp(yp + m * 20, ys + m * 40 + off, 16 * sizeof(float)) == 0,
+                                "%s fdot differs (shape %zu M=%zu block %zu of %zu from %zu, "
+                                "token %zu)",
+                                tabs[v]->name, si, mm, b, nb, b0, m);
+                        }
+                    }
                 }
             }
         }

@@ -174,10 +174,10 @@ static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_
     }
 }
 
-static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
-                 size_t ldy) {
+static void fdot(const moeq__packed *pk, size_t blk, size_t nb, size_t M, const moeq__fp4row *x,
+                 float *y, size_t ldy) {
     for (size_t m = 0; m < M; m++) {
-        for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+        for (size_t r = 0; r < MOEQ__PK_ROWS * nb; r++) {
             const size_t row = blk * MOEQ__PK_ROWS + r;
             float acc = 0.0f;
             for (size_t g = 0; g < pk->groups; g++) {

@@ -1215,81 +1215,123 @@ static void fscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
 #define FDOT_PERM_LANE 0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15
 #define FDOT_WIN 256 /* columns decoded per window: 4 KiB of codes in L1 */
 
-static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
-                 size_t ldy) {
+/* Columns k0 .. k0 + nk of the block at bc into W (W + 64j: rows 0-7, then
+ * 8-15, 4 columns each, as v + 12) and its group scales into S. */
+AI void fdot_window(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, __m256i tbl,
+                    uint8_t *W, float *S) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
+    const __m256i perm = _mm256_setr_epi8(FDOT_PERM_LANE, FDOT_PERM_LANE);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (size_t j = 0; j < nk / 4; j += 2) {
+        PF(bc, k0 + 4 * j, MOEQ__PK_NIB);
+        __m256i lo[2], hi[2];
+        for (size_t c = 0; c < 2; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(bc + (k0 / 4 + j + c) * 32));
+            raw = _mm256_shuffle_epi8(raw, perm);
+            lo[c] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(raw, low4));
+            hi[c] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
+        }
+        _mm256_store_si256((__m256i *)(W + j * 64), _mm256_unpacklo_epi16(lo[0], lo[1]));
+        _mm256_store_si256((__m256i *)(W + j * 64 + 32), _mm256_unpackhi_epi16(lo[0], lo[1]));
+        _mm256_store_si256((__m256i *)(W + j * 64 + 64), _mm256_unpacklo_epi16(hi[0], hi[1]));
+        _mm256_store_si256((__m256i *)(W + j * 64 + 96), _mm256_unpackhi_epi16(hi[0], hi[1]));
+    }
+    for (size_t g = 0; g < nk / 16; g++) {
+        __m256 sc[2];
+        scales16_raw(pk, blk, k0 / 16 + g, sc);
+        _mm256_store_ps(S + g * 16, sc[0]);
+        _mm256_store_ps(S + g * 16 + 8, sc[1]);
+    }
+}
+
+/* NB (1 or 2) blocks from blk: each token's four activation quads a group
+ * are broadcast once for both blocks, and the group's offset and scale
+ * once; each block's sums are as with NB = 1, the same operations in the
+ * same order. */
+AI void fdot_impl(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
+                  size_t ldy, const int NB) {
     /* v + 12 in 0..24, unsigned: vpmaddubsw's first operand; the 12 comes off
      * through sum12 */
     uint8_t lut[16];
     for (int n = 0; n < 16; n++) lut[n] = (uint8_t)(int)(2.0f * pk->lut[n] + 12.0f);
     const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut));
-    const __m256i perm = _mm256_setr_epi8(FDOT_PERM_LANE, FDOT_PERM_LANE);
-    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    _Alignas(32) uint8_t W[FDOT_WIN * MOEQ__PK_ROWS];
-    _Alignas(32) float S[FDOT_WIN / 16 * MOEQ__PK_ROWS];
+    const __m256i ones = _mm256_set1_epi16(1);
+    _Alignas(32) uint8_t W[2][FDOT_WIN * MOEQ__PK_ROWS];
+    _Alignas(32) float S[2][FDOT_WIN / 16 * MOEQ__PK_ROWS];
     for (size_t k0 = 0; k0 < pk->cols; k0 += FDOT_WIN) {
         const size_t nk = pk->cols - k0 < FDOT_WIN ? pk->cols - k0 : FDOT_WIN, ng = nk / 16;
-        for (size_t j = 0; j < nk / 4; j += 2) { /* W + 64j: rows 0-7, then 8-15, 4 columns each */
-            PF(bc, k0 + 4 * j, MOEQ__PK_NIB);
-            __m256i lo[2], hi[2];
-            for (size_t c = 0; c < 2; c++) {
-                __m256i raw = _mm256_loadu_si256((const __m256i *)(bc + (k0 / 4 + j + c) * 32));
-                raw = _mm256_shuffle_epi8(raw, perm);
-                lo[c] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(raw, low4));
-                hi[c] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
-            }
-            _mm256_store_si256((__m256i *)(W + j * 64), _mm256_unpacklo_epi16(lo[0], lo[1]));
-            _mm256_store_si256((__m256i *)(W + j * 64 + 32), _mm256_unpackhi_epi16(lo[0], lo[1]));
-            _mm256_store_si256((__m256i *)(W + j * 64 + 64), _mm256_unpacklo_epi16(hi[0], hi[1]));
-            _mm256_store_si256((__m256i *)(W + j * 64 + 96), _mm256_unpackhi_epi16(hi[0], hi[1]));
-        }
-        for (size_t g = 0; g < ng; g++) {
-            __m256 sc[2];
-            scales16_raw(pk, blk, k0 / 16 + g, sc);
-            _mm256_store_ps(S + g * 16, sc[0]);
-            _mm256_store_ps(S + g * 16 + 8, sc[1]);
-        }
+        for (int i = 0; i < NB; i++) fdot_window(pk, blk + (size_t)i, k0, nk, tbl, W[i], S[i]);
         for (size_t m = 0; m < M; m++) {
             const int8_t *xv = x[m].v + k0;
             const float *xs = x[m].sc + k0 / 16;
             const int32_t *xsum = x[m].sum12 + k0 / 16;
             float *ym = y + m * ldy;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0; /* rows 0-7, 8-15, across windows in y */
-            if (k0) {
-                a0 = _mm256_loadu_ps(ym);
-                a1 = _mm256_loadu_ps(ym + 8);
+            /* block i's rows 0-7 in a[i][0], 8-15 in a[i][1], across windows in y */
+            __m256 a[2][2];
+            _Pragma("GCC unroll 2") for (int i = 0; i < NB; i++) {
+                a[i][0] = k0 ? _mm256_loadu_ps(ym + 16 * i) : _mm256_setzero_ps();
+                a[i][1] = k0 ? _mm256_loadu_ps(ym + 16 * i + 8) : _mm256_setzero_ps();
             }
-            /* two groups a pass: gcc 12 then spills nothing (one group a
-             * pass kept one sum on the stack: a store and a load a group) */
-            _Pragma("GCC unroll 2") for (size_t g = 0; g < ng; g++) {
-                const uint8_t *w = W + g * 256;
-                int32_t quad;
-                __m256i q, lo, hi;
-#define QUAD(j)                                                                                    \
-    memcpy(&quad, xv + 16 * g + 4 * (j), 4);                                                       \
-    q = _mm256_set1_epi32(quad);
-#define MAD(j, v) _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(w + 64 * (j) + (v))), q)
-                QUAD(0) lo = MAD(0, 0);
-                hi = MAD(0, 32);
-                QUAD(1) lo = _mm256_add_epi16(lo, MAD(1, 0));
-                hi = _mm256_add_epi16(hi, MAD(1, 32));
-                QUAD(2) lo = _mm256_add_epi16(lo, MAD(2, 0));
-                hi = _mm256_add_epi16(hi, MAD(2, 32));
-                QUAD(3) lo = _mm256_add_epi16(lo, MAD(3, 0));
-                hi = _mm256_add_epi16(hi, MAD(3, 32));
-#undef QUAD
-#undef MAD
-                const __m256i corr = _mm256_set1_epi32(xsum[g]);
-                const __m256 f0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(lo, ones), corr));
-                const __m256 f1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(hi, ones), corr));
-                const __m256 xb = _mm256_set1_ps(xs[g]);
-                a0 = _mm256_fmadd_ps(f0, _mm256_mul_ps(_mm256_load_ps(S + g * 16), xb), a0);
-                a1 = _mm256_fmadd_ps(f1, _mm256_mul_ps(_mm256_load_ps(S + g * 16 + 8), xb), a1);
+            /* one block: two groups a pass (gcc 12 then spills nothing; one
+             * group a pass kept one sum on the stack: a store and a load a
+             * group); two blocks: one.  The empty asm keeps each sum's
+             * additions in program order: without it gcc 12 issued all 16
+             * products of a pair's group first and spilled six of them. */
+#define FDOT_GROUP                                                                                 \
+    do {                                                                                           \
+        __m256i lo[2], hi[2];                                                                      \
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                      \
+            int32_t quad;                                                                          \
+            memcpy(&quad, xv + 16 * g + 4 * j, 4);                                                 \
+            const __m256i q = _mm256_set1_epi32(quad);                                             \
+            _Pragma("GCC unroll 2") for (int i = 0; i < NB; i++) {                                 \
+                const uint8_t *w = W[i] + g * 256 + 64 * j;                                        \
+                const __m256i l_ = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)w), q); \
+                const __m256i h_ =                                                                 \
+                    _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(w + 32)), q);         \
+                lo[i] = j ? _mm256_add_epi16(lo[i], l_) : l_;                                      \
+                hi[i] = j ? _mm256_add_epi16(hi[i], h_) : h_;                                      \
+                __asm__("" : "+x"(lo[i]), "+x"(hi[i]));                                            \
+            }                                                                                      \
+        }                                                                                          \
+        const __m256i corr = _mm256_set1_epi32(xsum[g]);                                           \
+        const __m256 xb = _mm256_set1_ps(xs[g]);                                                   \
+        _Pragma("GCC unroll 2") for (int i = 0; i < NB; i++) {                                     \
+            const __m256 f0 =                                                                      \
+                _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(lo[i], ones), corr));        \
+            const __m256 f1 =                                                                      \
+                _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(hi[i], ones), corr));        \
+            a[i][0] =                                                                              \
+                _mm256_fmadd_ps(f0, _mm256_mul_ps(_mm256_load_ps(S[i] + g * 16), xb), a[i][0]);    \
+            a[i][1] = _mm256_fmadd_ps(f1, _mm256_mul_ps(_mm256_load_ps(S[i] + g * 16 + 8), xb),    \
+                                      a[i][1]);                                                    \
+        }                                                                                          \
+    } while (0)
+            if (NB == 1) {
+                _Pragma("GCC unroll 2") for (size_t g = 0; g < ng; g++) FDOT_GROUP;
+            } else {
+                for (size_t g = 0; g < ng; g++) FDOT_GROUP;
             }
-            _mm256_storeu_ps(ym, a0);
-            _mm256_storeu_ps(ym + 8, a1);
+#undef FDOT_GROUP
+            _Pragma("GCC unroll 2") for (int i = 0; i < NB; i++) {
+                _mm256_storeu_ps(ym + 16 * i, a[i][0]);
+                _mm256_storeu_ps(ym + 16 * i + 8, a[i][1]);
+            }
         }
     }
+}
+
+/* Blocks in pairs from FDOT_PAIR_M tokens: with fewer, the kernel waits on
+ * the codes' reads, which are faster one block at a time (one thread, cold
+ * codes, pairs against single blocks: 1.17x the time for 1 token, 1.04x for
+ * 4, 0.93-1.00x from 8; hot, 0.87-0.93x for 1-12 tokens). */
+#define FDOT_PAIR_M 8
+static void fdot(const moeq__packed *pk, size_t blk, size_t nb, size_t M, const moeq__fp4row *x,
+                 float *y, size_t ldy) {
+    size_t i = 0;
+    for (; M >= FDOT_PAIR_M && i + 2 <= nb; i += 2)
+        fdot_impl(pk, blk + i, M, x, y + 16 * i, ldy, 2);
+    for (; i < nb; i++) fdot_impl(pk, blk + i, M, x, y + 16 * i, ldy, 1);
 }
 
 /* ---- activations ------------------------------------------------------------------ */

@@ -573,10 +573,10 @@ AI void fdot_z(const moeq__packed *pk, size_t blk, const moeq__fp4row *x, float 
     for (int m = 0; m < M; m++) _mm512_storeu_ps(y + (size_t)m * ldy, as[m]);
 }
 
-/* Tokens FDOT_M at a time; the first pass fetches the codes ahead, the
- * others find them in L1 or L2. */
-static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
-                 size_t ldy) {
+/* Block by block, tokens FDOT_M at a time; the first pass fetches the
+ * codes ahead, the others find them in L1 or L2. */
+static void fdot_blk(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4row *x, float *y,
+                     size_t ldy) {
     for (size_t m0 = 0; m0 < M; m0 += FDOT_M) {
         const size_t n = M - m0 < FDOT_M ? M - m0 : FDOT_M;
         const int fetch = m0 == 0;
@@ -589,6 +589,11 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t M, const moeq__fp4ro
             default: fdot_z(pk, blk, x + m0, y + m0 * ldy, ldy, 6, fetch); break;
         }
     }
+}
+
+static void fdot(const moeq__packed *pk, size_t blk, size_t nb, size_t M, const moeq__fp4row *x,
+                 float *y, size_t ldy) {
+    for (size_t i = 0; i < nb; i++) fdot_blk(pk, blk + i, M, x, y + 16 * i, ldy);
 }
 
 /* ---- tile_bf16 -------------------------------------------------------------------- */

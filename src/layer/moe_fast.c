@@ -605,16 +605,27 @@ static void proj_block_int(const fast *f, const tscratch *t, const moeq__proj *p
     }
 }
 
-/* The fp4 path's block: fdot's sums divided by gdiv * 2^-8 * 4 * the
- * activations' global scale (kernels.h, fdot); as for the int8 path, a
- * token's result does not depend on M. */
-static void proj_block_fp4(const fast *f, const moeq__proj *pj, size_t b, size_t M,
+/* The fp4 path's blocks b .. b + nb - 1 (nb <= MOEQ__FDOT_BLOCKS), C[m*16 nb
+ * + 16 i + r]: fdot's sums divided by gdiv * 2^-8 * 4 * the activations'
+ * global scale (kernels.h, fdot); as for the int8 path, a token's result
+ * does not depend on M or nb. */
+static void proj_block_fp4(const fast *f, const moeq__proj *pj, size_t b, size_t nb, size_t M,
                            const moeq__fp4row *x, float *C) {
     const moeq__packed *pk = &pj->pk;
-    if (M > 1) prefetch_cols(pk, b + 1, 0, 2 * KB);
-    f->K->fdot(pk, b, M, x, C, 16);
+    for (size_t i = 0; i < nb && M > 1; i++) prefetch_cols(pk, b + nb + i, 0, 2 * KB);
+    f->K->fdot(pk, b, nb, M, x, C, 16 * nb);
     const float d = pk->gdiv * 0x1p-8f * 4.0f * pj->act_scale;
-    for (size_t i = 0; i < M * 16; i++) C[i] = C[i] / d;
+    for (size_t i = 0; i < M * 16 * nb; i++) C[i] = C[i] / d;
+}
+
+/* Blocks per kernel call for an expert's M rows: idot takes two, fdot two
+ * for more than MOEQ__GEMV_MAX rows (with fewer, the AVX2 fdot runs its
+ * blocks one at a time anyway: kern_avx2.c, FDOT_PAIR_M), the others one.
+ * The scratch's Cg, Cu and Ci hold 16 * MOEQ__IDOT_BLOCKS columns a row. */
+_Static_assert(MOEQ__FDOT_BLOCKS <= MOEQ__IDOT_BLOCKS, "fdot's blocks fit the scratch");
+static int32_t blocks_per_call(const fast *f, size_t M) {
+    if (f->int8) return MOEQ__IDOT_BLOCKS;
+    return f->fp4 && M > MOEQ__GEMV_MAX ? MOEQ__FDOT_BLOCKS : 1;
 }
 
 /* ---- the steps ---------------------------------------------------------------------- */
@@ -742,14 +753,14 @@ static void step_tokens2(void *arg, int tid, int nt) {
 }
 
 /* C = blocks b .. b + nb - 1 of pj for the item's M rows, C[m*16 nb + j]
- * (nb > 1: the int8 path only), by the layer's path (xg: what the gemv
+ * (nb > 1: the int8 and fp4 paths only), by the layer's path (xg: what the gemv
  * kernels read per row for pj, gemv_rows). */
 static void block_out(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t nb,
                       size_t M, const float *const *xg, float *C) {
     if (f->int8) {
         proj_block_int(f, t, pj, b, nb, M, t->xc, t->xsc, C);
     } else if (f->fp4) {
-        proj_block_fp4(f, pj, b, M, t->f4, C);
+        proj_block_fp4(f, pj, b, nb, M, t->f4, C);
     } else {
         proj_block(f, t, pj, b, M, t->xr, xg, C, f->bx);
     }
@@ -795,8 +806,7 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
      * (0.83x with 1 thread), wna16 0.93x, w8a8_fp8 0.93x, w4a16_mxfp4 and
      * w4a4_nvfp4 0.99-1.02x; T=32 0.97-1.00x.) */
     const bool gate_first = gated && M <= MOEQ__GEMV_MAX;
-    /* the int8 path takes blocks in pairs (idot), the others one at a time */
-    const int32_t step = f->int8 ? MOEQ__IDOT_BLOCKS : 1, end = it->b0 + it->nb;
+    const int32_t step = blocks_per_call(f, M), end = it->b0 + it->nb;
     for (int32_t b = it->b0; gate_first && b < end; b += step) {
         const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         block_out(f, t, pg, (size_t)b, nb, M, xg, t->Cg);
@@ -862,7 +872,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     const float *rows[MOEQ__GEMV_MAX];
     const float *const *xg =
         f->int8 || f->fp4 ? t->xr : gemv_rows(f, t, pd, M, t->xr, f->fp8b, 0, rows);
-    const int32_t step = f->int8 ? MOEQ__IDOT_BLOCKS : 1, end = it->b0 + it->nb;
+    const int32_t step = blocks_per_call(f, M), end = it->b0 + it->nb;
     for (int32_t b = it->b0; b < end; b += step) {
         const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
@@ -873,7 +883,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
         if (f->int8) {
             proj_block_int(f, t, pd, (size_t)b, nb, M, t->xc, t->xsc, t->Cg);
         } else if (f->fp4) {
-            proj_block_fp4(f, pd, (size_t)b, M, t->f4, t->Cg);
+            proj_block_fp4(f, pd, (size_t)b, nb, M, t->f4, t->Cg);
         } else {
             proj_block(f, t, pd, (size_t)b, M, t->xr, xg, t->Cg, f->fp8b);
         }
@@ -1065,8 +1075,7 @@ static size_t make_items(const fast *f, size_t out_rows, item *items) {
     for (size_t e = 0; e < f->E; e++) {
         size_t M = (size_t)(f->starts[e + 1] - f->starts[e]);
         if (!M) continue;
-        /* the int8 path runs blocks in pairs (idot) */
-        size_t per = M <= MOEQ__GEMV_MAX ? nblk : f->int8 ? MOEQ__IDOT_BLOCKS : 1;
+        size_t per = M <= MOEQ__GEMV_MAX ? nblk : (size_t)blocks_per_call(f, M);
         /* A linear layer's one "expert" is all the work: its few rows still
          * go to every thread, a few runs of blocks each. */
         if (f->l->linear && M <= MOEQ__GEMV_MAX)

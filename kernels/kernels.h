@@ -594,7 +594,7 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
         default: F(code, 4); break;                                                                \
     }
 #define MOEQ__TILE_MAX 6 /* tokens per tile call */
-#define MOEQ__IDOT_MAX 12 /* tokens per idot call */
+#define MOEQ__IDOT_MAX 12 /* tokens per register tile of the avx512 idot */
 #define MOEQ__IDOT_BLOCKS 2 /* blocks per idot call */
 #define MOEQ__FDOT_BLOCKS 2 /* blocks per fdot call in moe_fast.c (any number is valid) */
 #define MOEQ__IDOT_KMAX 131070 /* columns per idot call: the int32 sums cannot overflow */
@@ -698,10 +698,11 @@ typedef struct moeq__kern {
      * for nb <= MOEQ__IDOT_BLOCKS consecutive blocks blk .. blk + nb - 1:
      * C[m*ldc + 16 i + r] = (accumulate ? C : 0)
      *                       + sum_{k0 <= k < k0 + nk} q((blk + i)*16 + r, k) * x[m][k]
-     * in int32 for m < M <= MOEQ__IDOT_MAX, i < nb, r < 16 (ldc >= 16 nb),
-     * where q is the code's integer (I8: the stored byte, I4: the stored
-     * n - 8) and x[m] a row of activation codes.  k0 and nk multiples of 8,
-     * nk <= MOEQ__IDOT_KMAX, so every sum is exact and the same in any order. */
+     * in int32 for m < M (any number: each table tiles the tokens as its
+     * registers need), i < nb, r < 16 (ldc >= 16 nb), where q is the code's
+     * integer (I8: the stored byte, I4: the stored n - 8) and x[m] a row of
+     * activation codes.  k0 and nk multiples of 8, nk <= MOEQ__IDOT_KMAX, so
+     * every sum is exact and the same in any order. */
     void (*idot)(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
                  const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate);
     /* idot's sums into floats, one scale group g at a time: for m < M, r < 16,

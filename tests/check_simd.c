@@ -191,8 +191,9 @@ static const shape k_shapes[] = {
  * product of the codes with activation codes (the extremes -128 and 127
  * among them), for one block and for two at once, over a whole row and over
  * two windows accumulated (the second from an offset); the SIMD kernel gives
- * the same int32 values for 1..MOEQ__IDOT_MAX tokens and one or two blocks
- * from every block (so an odd last block alone too), with accumulate off
+ * the same int32 values for 1..MOEQ__IDOT_MAX + 1 and 2 MOEQ__IDOT_MAX + 1
+ * tokens (one, two and three of the avx512 table's tiles) and one or two
+ * blocks from every block (so an odd last block alone too), with accumulate off
  * and on (onto values already there).  The rows' bytes and prefix sums are
  * those of their codes.  iscale on those sums (strided) is the product and
  * sum written out, in both tables. */
@@ -235,7 +236,8 @@ static void check_fscale(const moeq__packed *pk) {
 }
 
 static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
-    enum { MQ = MOEQ__IDOT_MAX, LD = 16 * MOEQ__IDOT_BLOCKS + 4 };
+    /* up to two of the avx512 table's tiles and one token more */
+    enum { MQ = 2 * MOEQ__IDOT_MAX + 1, LD = 16 * MOEQ__IDOT_BLOCKS + 4 };
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
     int16_t *xq = malloc(sizeof(int16_t) * MQ * C);
     int8_t *xb = malloc((size_t)MQ * C);
@@ -257,7 +259,7 @@ static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
         ck_assert_int_eq(xs[m].ps[C / 8], run);
     }
     const size_t half = (C / 2) & ~(size_t)7;
-    for (size_t M = 1; M <= MQ; M++) {
+    for (size_t M = 1; M <= MQ; M += M <= MOEQ__IDOT_MAX ? 1 : MOEQ__IDOT_MAX) {
         for (size_t b = 0; b < pk->blocks; b++) {
             for (size_t nb = 1; nb <= MOEQ__IDOT_BLOCKS && b + nb <= pk->blocks; nb++) {
                 int32_t cp[MQ * LD], cs[MQ * LD], cw[MQ * LD];

@@ -1134,7 +1134,8 @@ static void idot_i4(const uint8_t *bc, size_t k0, size_t nk, size_t M, const moe
 /* I8 for up to 3 tokens: both blocks in one pass (idot_pair).  Otherwise
  * block by block (for compute, a second block per pass gains nothing here:
  * one vector holds 8 rows), I8 in tiles of at most MOEQ__TILE_MAX tokens
- * (idot_impl's 12 accumulators). */
+ * (idot_impl's 12 accumulators), I4 all the tokens against one decode of
+ * the window (idot_i4). */
 static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
                  const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
     if (M >= 1 && M <= 3 && nb == 2 && pk->code != MOEQ__PK_I4) {

@@ -197,15 +197,15 @@ AI void idot_impl(const uint8_t *bc, size_t bstride, size_t k0, size_t nk, const
 }
 #undef IDOT_TOKENS
 
-/* Blocks two at a time (an odd last one alone), the tokens in one pass.
- * GCC's partial redundancy elimination leaves the 24 accumulators of two
- * blocks x 12 tokens spilling to the stack and shuffled between registers
- * on every pass (GCC 12, -O2): here it is off. */
+/* Blocks two at a time (an odd last one alone), up to MOEQ__IDOT_MAX
+ * tokens in one pass.  GCC's partial redundancy elimination leaves the 24
+ * accumulators of two blocks x 12 tokens spilling to the stack and shuffled
+ * between registers on every pass (GCC 12, -O2): here it is off. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-pre")))
 #endif
-static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
-                 const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
+static void idot_tile(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk,
+                      size_t M, const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
     const size_t bs = pk->blk_code_bytes;
     for (size_t i = 0; i < nb; i += 2) {
         const uint8_t *bc = pk->codes + (blk + i) * bs;
@@ -238,6 +238,18 @@ static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_
         }
 #undef IDOT_M
 #undef IDOT_CALL
+    }
+}
+
+/* The tokens in tiles of at most MOEQ__IDOT_MAX, as even as they come (the
+ * blocks' window stays in L1 across the tiles). */
+static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
+                 const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
+    const size_t ntile = (M + MOEQ__IDOT_MAX - 1) / MOEQ__IDOT_MAX;
+    for (size_t t = 0, m0 = 0; t < ntile; t++) {
+        const size_t mt = M / ntile + (t < M % ntile);
+        idot_tile(pk, blk, nb, k0, nk, mt, x + m0, C + m0 * ldc, ldc, accumulate);
+        m0 += mt;
     }
 }
 

@@ -571,16 +571,16 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
 /* The int8 path's blocks b .. b + nb - 1 (nb <= MOEQ__IDOT_BLOCKS):
  * C[m*16 nb + 16 i + r] = xsc[m] * sum_g ks(r, g) * S(m, r, g) for block
  * b + i, with S the exact integer sum of one scale group's code products
- * (idot on both blocks at once, on column windows of KB, so a window of the
- * blocks stays in L1 across the tiles of tokens), the groups' terms added in
+ * (idot on both blocks at once and all the rows, on column windows of KB,
+ * so a window of the blocks stays in L1 across the kernel's tiles of rows
+ * and the AVX2 int4 idot decodes it once), the groups' terms added in
  * group order (iscale).  Nothing depends on M, nb or the tiling: a token's
  * result is the same whatever it is batched with. */
 static void proj_block_int(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b,
                            size_t nb, size_t M, const moeq__i8row *xc, const float *xsc,
                            float *C) {
     const moeq__packed *pk = &pj->pk;
-    const size_t ntile = (M + MOEQ__IDOT_MAX - 1) / MOEQ__IDOT_MAX, ld = 16 * nb;
-    const size_t base = M / ntile, extra = M % ntile;
+    const size_t ld = 16 * nb;
     for (size_t i = 0; i < nb && M > MOEQ__TILE_MAX; i++) prefetch_cols(pk, b + i, 0, 2 * KB);
     for (size_t g = 0; g < pk->groups; g++) {
         const size_t g0 = g * pk->gsize, g1 = g0 + pk->gsize;
@@ -589,12 +589,7 @@ static void proj_block_int(const fast *f, const tscratch *t, const moeq__proj *p
             for (size_t i = 0; i < nb && M > MOEQ__TILE_MAX; i++) {
                 prefetch_cols(pk, b + i, k0 + 2 * KB, KB);
             }
-            size_t m0 = 0;
-            for (size_t i = 0; i < ntile; i++) {
-                const size_t mt = base + (i < extra);
-                f->K->idot(pk, b, nb, k0, nk, mt, xc + m0, t->Ci + m0 * ld, ld, k0 > g0);
-                m0 += mt;
-            }
+            f->K->idot(pk, b, nb, k0, nk, M, xc, t->Ci, ld, k0 > g0);
         }
         for (size_t i = 0; i < nb; i++) {
             f->K->iscale(pk, b + i, g, M, t->Ci + 16 * i, ld, C + 16 * i, ld, g == 0);

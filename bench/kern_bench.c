@@ -100,15 +100,14 @@ static void print_base(size_t weights, const double best[2]) {
     printf("\n");
 }
 
-/* The integer dot kernels, each table in the same loop: fdot on NVFP4
- * activation codes for 1..6 rows (f4, into y), or idot on int8 ones for
- * 1..MOEQ__IDOT_MAX rows (xq, into yi), blocks in pairs as the forward runs
- * them. */
+/* The integer dot kernels, each table in the same loop, for 1..MOEQ__IDOT_MAX
+ * rows: fdot on NVFP4 activation codes (f4, into y) or idot on int8 ones (xq,
+ * into yi), blocks in pairs as the forward runs them. */
 static void dot_rates(const char *name, int cold, const moeq__packed *pk, double bytes,
                       const moeq__kern *const tabs[2], const moeq__fp4row *f4,
                       const moeq__i8row *xq, float *y, int32_t *yi) {
     const size_t weights = pk->rows * pk->cols;
-    for (size_t M = 1; M <= (f4 ? 6 : MOEQ__IDOT_MAX); M++) {
+    for (size_t M = 1; M <= MOEQ__IDOT_MAX; M++) {
         int reps = cold ? 3 : 200;
         double best[2] = {1e300, 1e300};
         for (int r = 0; r < reps; r++) {
@@ -175,7 +174,7 @@ int main(int argc, char **argv) {
     float *x = malloc(sizeof(float) * 4 * cols);
     for (size_t i = 0; i < 4 * cols; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
     const float *xp[6] = {x, x + cols, x + 2 * cols, x + 3 * cols, x, x + cols};
-    float y[6 * 16 * MOEQ__FDOT_BLOCKS];
+    float y[MOEQ__IDOT_MAX * 16 * MOEQ__FDOT_BLOCKS];
     uint16_t *xb16 = malloc(sizeof(uint16_t) * 4 * cols);
     K->f32_to_bf16(x, 4 * cols, xb16);
     const uint16_t *xbp[4] = {xb16, xb16 + cols, xb16 + 2 * cols, xb16 + 3 * cols};
@@ -197,13 +196,15 @@ int main(int argc, char **argv) {
     int8_t *f4v = malloc(6 * cols);
     float *f4s = malloc(sizeof(float) * 6 * (cols / 16));
     int32_t *f4sum = malloc(sizeof(int32_t) * 6 * (cols / 16));
-    moeq__fp4row f4[6];
+    moeq__fp4row f4[MQ]; /* 6 quantized rows, repeated */
     for (size_t m = 0; m < 6; m++) {
         K->q_nvfp4(xp[m], cols, 1000.0f, f4v + m * cols, f4s + m * (cols / 16),
                    f4sum + m * (cols / 16));
-        f4[m].v = f4v + m * cols;
-        f4[m].sc = f4s + m * (cols / 16);
-        f4[m].sum12 = f4sum + m * (cols / 16);
+    }
+    for (size_t m = 0; m < MQ; m++) {
+        f4[m].v = f4v + m % 6 * cols;
+        f4[m].sc = f4s + m % 6 * (cols / 16);
+        f4[m].sum12 = f4sum + m % 6 * (cols / 16);
     }
     for (size_t ki = 0; ki < 6; ki++) {
         int kind = kinds[ki];

@@ -1216,8 +1216,8 @@ static void fscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
 #define FDOT_PERM_LANE 0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15
 #define FDOT_WIN 256 /* columns decoded per window: 4 KiB of codes in L1 */
 
-/* Columns k0 .. k0 + nk of the block at bc into W (W + 64j: rows 0-7, then
- * 8-15, 4 columns each, as v + 12) and its group scales into S. */
+/* Columns k0 .. k0 + nk of block blk into W (W + 64j: rows 0-7, then 8-15,
+ * 4 columns each, as v + 12) and its group scales into S. */
 AI void fdot_window(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, __m256i tbl,
                     uint8_t *W, float *S) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;

@@ -1,6 +1,7 @@
 /*
- * bench_layer.h - what moe_bench and moe_ggml_bench share: the layer's
- * shape, a xorshift stream, medians, routing draws, and building a moeq
+ * bench_layer.h - what the layer benchmarks (moe_bench, linear_bench,
+ * moe_ggml_bench, kern_ab) share: the layer's shape, a xorshift stream,
+ * medians, routing draws, and building a moeq
  * layer of a scheme fast (created, parameters filled with random codes and
  * valid scales, finalized; no quantizer runs).  Header-only, static: each
  * benchmark is one program.
@@ -121,6 +122,13 @@ static const scheme_def k_schemes[] = {
      "mxfp4-pack-quantized"},
 };
 
+/* How many copies of a scheme's layer a benchmark cycles so that each run
+ * reads its experts from DRAM: 3 layers of 4- and 6-bit codes (321 MB each
+ * for int4), 2 of 8-bit ones, a gigabyte or more either way. */
+__attribute__((unused)) static int cold_layers(const scheme_def *s) {
+    return strstr(s->name, "w8") ? 2 : 3;
+}
+
 /* Resident memory of the process, MB. */
 __attribute__((unused)) static double rss_mb(void) {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -132,8 +140,11 @@ __attribute__((unused)) static double rss_mb(void) {
     return (double)resident * 4096.0 / 1e6;
 }
 
+/* The program's name, for die's messages (each benchmark sets its own). */
+__attribute__((unused)) static const char *g_prog = "moe_bench";
+
 __attribute__((unused)) static void die(const char *what, const moeq_error *err) {
-    fprintf(stderr, "moe_bench: %s: %s\n", what, err ? err->message : "");
+    fprintf(stderr, "%s: %s: %s\n", g_prog, what, err ? err->message : "");
     exit(1);
 }
 

@@ -177,6 +177,7 @@ static moeq_linear *build_linear(const scheme_def *s, const shape *sh, moeq_conf
 }
 
 int main(int argc, char **argv) {
+    g_prog = "linear_bench";
     bool json = false, quick = false;
     const char *only_scheme = NULL, *only_shape = NULL;
     int only_T = 0, threads = 2, reps = 0;

@@ -307,7 +307,7 @@ int main(int argc, char **argv) {
         if (o.scheme && strcmp(o.scheme, s->name) != 0) continue;
         sample_limits(1, o.quick ? 1 : 3);
         sample_limits(2, o.quick ? 1 : 3);
-        int layers = nl ? nl : (strstr(s->name, "w8") ? 2 : 3);
+        int layers = nl ? nl : cold_layers(s);
         moeq_moe *L[MAX_LAYERS];
         moeq_config *C[MAX_LAYERS];
         double tb = bench_now(), rss0 = rss_mb();

@@ -10,8 +10,8 @@
  * usage: kern_ab SCHEME T [THREADS [PAIRS]]   (THREADS default 2, PAIRS 9)
  *
  * Prints the median time of each table and the quartiles of the per-pair
- * ratios new / old.  Exit status 0, 1 when an output differed, 2 on bad
- * arguments.  No timing is asserted.
+ * ratios new / old.  Exit status 0; 1 when the outputs differed or a step
+ * failed (stderr says which); 2 on bad arguments.  No timing is asserted.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +22,7 @@
 extern const moeq__kern moeq__kern_ab_old;
 
 int main(int argc, char **argv) {
+    g_prog = "kern_ab";
     if (argc < 3 || argc > 5) {
         fprintf(stderr, "usage: kern_ab SCHEME T [THREADS [PAIRS]]\n");
         return 2;
@@ -49,7 +50,7 @@ int main(int argc, char **argv) {
     }
 
     /* Cold weights: the layers are cycled, as moe_bench does. */
-    const int layers = strstr(s->name, "w8") ? 2 : 3;
+    const int layers = cold_layers(s);
     moeq_moe *L[MAX_LAYERS];
     moeq_config *C[MAX_LAYERS];
     for (int i = 0; i < layers; i++) L[i] = build_layer(s, &C[i]);

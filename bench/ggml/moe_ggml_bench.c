@@ -228,6 +228,7 @@ static void nap(void) {
 }
 
 int main(int argc, char **argv) {
+    g_prog = "moe_ggml_bench";
     int json = 0, threads = 2, tokens = 0, reps_opt = 0;
     const char *pair = NULL;
     for (int i = 1; i < argc; i++) {

@@ -144,6 +144,29 @@ __attribute__((target("avx2"), unused)) static double bench_maddubs_loop(long it
 }
 
 #if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+/* bench_fma_loop's chains in zmm: what the avx512 table's float tiles and
+ * gemv run.  Zen 4 splits a zmm FMA in two (the ymm loop's flops); Zen 5
+ * and Intel's two-FMA-port cores run it whole (twice them). */
+#define BENCH_FMA512_FLOPS_PER_ITER (12.0 * 16 * 2)
+__attribute__((target("avx512f"), unused)) static double bench_fma512_loop(long iters) {
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+#define DECL(i) __m512 a##i = _mm512_set1_ps((float)(i));
+    BENCH_CHAINS12(DECL)
+#undef DECL
+    for (long it = 0; it < iters; it++) {
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+#define STEP(i) a##i = _mm512_fmadd_ps(a##i, m, c);
+        BENCH_CHAINS12(STEP)
+#undef STEP
+    }
+    __m512 s = a0;
+#define SUM(i) s = _mm512_add_ps(s, a##i);
+    BENCH_CHAINS12(SUM)
+#undef SUM
+    return (double)_mm512_reduce_add_ps(s);
+}
+
 /* Run only where the CPU has AVX512_BF16 (moeq__cpu_avx512bf16). */
 __attribute__((target("avx512f,avx512bf16"), unused)) static double bench_dpbf16_loop(long iters) {
     const __m512i w = _mm512_set1_epi32(0x3F7F3F7F), x = _mm512_set1_epi32(0x33803380);

@@ -8,8 +8,9 @@
  *     threads each reading their share, timed from a barrier to the last
  *     thread's end;
  *   - the peak of every instruction the kernels' inner loops run on this CPU
- *     (k_ins: FP32 FMA, vdpbf16ps, vpdpbusd, or the AVX2 sequences), 12
- *     chains per thread, a thread pinned to each CPU.
+ *     (k_ins: FP32 FMA in ymm and, under avx512, in zmm; vdpbf16ps,
+ *     vpdpbusd, or the AVX2 sequences), 12 chains per thread, a thread
+ *     pinned to each CPU.
  *
  * Whole machine (machine_whole): a short 2-thread FMA probe, then a 64 MiB
  * 2-thread read, a thread pinned to each CPU.  On a shared VM the two vCPUs
@@ -95,7 +96,15 @@ static void *fma_thread(void *vp) {
 /* The instructions the kernels' inner loops run, each with its peak probe
  * (bench_common.h: 12 independent chains per thread).  Peaks are in GOP/s,
  * a multiply-add counting 2, as the cases' GFLOP/s count them. */
-typedef enum ins_id { INS_FMA, INS_MADDWD, INS_MADDUBS, INS_DPBF16, INS_DPBUSD, N_INS } ins_id;
+typedef enum ins_id {
+    INS_FMA,
+    INS_FMA512,
+    INS_MADDWD,
+    INS_MADDUBS,
+    INS_DPBF16,
+    INS_DPBUSD,
+    N_INS
+} ins_id;
 typedef struct ins_def {
     const char *name;
     double ops_per_iter;
@@ -115,6 +124,8 @@ typedef struct ins_def {
 
 static const ins_def k_ins[N_INS] = {
     [INS_FMA] = {"fma_f32", BENCH_FMA_FLOPS_PER_ITER, bench_fma_loop},
+    [INS_FMA512] = {"fma_f32_zmm", BENCH_AVX512_LOOP(BENCH_FMA512_FLOPS_PER_ITER),
+                    BENCH_AVX512_LOOP(bench_fma512_loop)},
     [INS_MADDWD] = {"vpmaddwd", BENCH_AVX2_LOOP(BENCH_MADDWD_OPS_PER_ITER),
                     BENCH_AVX2_LOOP(bench_maddwd_loop)},
     [INS_MADDUBS] = {"vpmaddubsw", BENCH_AVX2_LOOP(BENCH_MADDUBS_OPS_PER_ITER),
@@ -134,6 +145,7 @@ static bool ins_runs(ins_id i) {
     const bool avx512 = strcmp(kern, "avx512") == 0, avx2 = strcmp(kern, "avx2") == 0;
     switch (i) {
         case INS_FMA: return true;
+        case INS_FMA512: return avx512;
         case INS_MADDWD:
         case INS_MADDUBS: return avx2;
         case INS_DPBF16: return avx512 && moeq__cpu_avx512bf16();

@@ -78,7 +78,8 @@ void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, co
  * vpmaddubsw on int4 codes), NVFP4 activations -> fdot (vpdpbusd; AVX2:
  * vpmaddubsw), bfloat16 rows (FP8 activation codes, weight-only gemm1) ->
  * tile_bf16 / gemv_bf16 (vdpbf16ps where the CPU has it, FP32 FMA
- * elsewhere), float32 rows (weight-only gemm2) -> the FP32 tile and gemv.
+ * elsewhere), float32 rows (weight-only gemm2) -> the FP32 tile and gemv
+ * (zmm FMAs under the avx512 table: fma_f32_zmm, ymm ones elsewhere).
  * The choice does not depend on T (the gemv and the tiles of a path run the
  * same instruction). */
 static ins_id case_ins(const char *scheme, bool gemm2) {
@@ -87,10 +88,11 @@ static ins_id case_ins(const char *scheme, bool gemm2) {
         return avx512 ? INS_DPBUSD : strncmp(scheme, "w4", 2) == 0 ? INS_MADDUBS : INS_MADDWD;
     if (strstr(scheme, "a4_nvfp4")) return avx512 ? INS_DPBUSD : INS_MADDUBS;
     const bool bf16 = avx512 && moeq__cpu_avx512bf16();
+    const ins_id fma = avx512 ? INS_FMA512 : INS_FMA; /* the float path's vector width */
     /* MXFP8 inputs, and FP8 inputs per 128 on MXFP4's groups of 32: float rows */
-    if (strstr(scheme, "a8_mxfp") || strstr(scheme, "w4a8_mxfp4")) return INS_FMA;
-    if (strstr(scheme, "a8_fp8")) return bf16 ? INS_DPBF16 : INS_FMA;
-    return bf16 && !gemm2 ? INS_DPBF16 : INS_FMA; /* weight-only */
+    if (strstr(scheme, "a8_mxfp") || strstr(scheme, "w4a8_mxfp4")) return fma;
+    if (strstr(scheme, "a8_fp8")) return bf16 ? INS_DPBF16 : fma;
+    return bf16 && !gemm2 ? INS_DPBF16 : fma; /* weight-only */
 }
 
 /* ---- cases -------------------------------------------------------------------------- */

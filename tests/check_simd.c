@@ -678,20 +678,25 @@ START_TEST(test_not_packed) {
 }
 END_TEST
 
+/* tile for 1..13 and 25 tokens (one to three register tiles of every
+ * table), lengths 0..300, with and without accumulating: one FMA chain per
+ * element in k order, the same bits in every table. */
 START_TEST(test_tile) {
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
     g_rng = 99;
-    static float panel[300 * 16], x[6][300], cp[6 * 16], cs[6 * 16];
+    enum { MT = 25 };
+    static float panel[300 * 16], x[MT][300], cp[MT * 16], cs[MT * 16];
     for (size_t i = 0; i < 300 * 16; i++) panel[i] = (float)(uni() * 2 - 1);
-    for (size_t m = 0; m < 6; m++) {
+    const float *xs[MT];
+    for (size_t m = 0; m < MT; m++) {
         for (size_t k = 0; k < 300; k++) x[m][k] = (float)(uni() * 2 - 1);
+        xs[m] = x[m];
     }
-    const float *xs[6] = {x[0], x[1], x[2], x[3], x[4], x[5]};
     const size_t lens[] = {0, 1, 7, 8, 33, 256, 300};
-    for (size_t M = 1; M <= MOEQ__TILE_MAX; M++) {
+    for (size_t M = 1; M <= MT; M = M == 13 ? MT : M + 1) {
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             for (int acc = 0; acc < 2; acc++) {
-                for (size_t i = 0; i < 6 * 16; i++) cp[i] = cs[i] = (float)i * 0.25f;
+                for (size_t i = 0; i < MT * 16; i++) cp[i] = cs[i] = (float)i * 0.25f;
                 P->tile(panel, lens[li], M, xs, cp, 16, acc);
                 for (size_t m = 0; m < M; m++) {
                     for (size_t r = 0; r < 16; r++) {

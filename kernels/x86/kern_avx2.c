@@ -688,15 +688,24 @@ AI void tile_impl(const float *P, size_t nk, const float *const *x, float *C, si
 #undef ST
 }
 
+/* The tokens in tiles of at most MOEQ__TILE_MAX, as even as they come (the
+ * panel stays in L1 across the tiles). */
 static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
                  int accumulate) {
-    switch (M) {
-        case 1: tile_impl(P, nk, x, C, ldc, accumulate, 1); break;
-        case 2: tile_impl(P, nk, x, C, ldc, accumulate, 2); break;
-        case 3: tile_impl(P, nk, x, C, ldc, accumulate, 3); break;
-        case 4: tile_impl(P, nk, x, C, ldc, accumulate, 4); break;
-        case 5: tile_impl(P, nk, x, C, ldc, accumulate, 5); break;
-        default: tile_impl(P, nk, x, C, ldc, accumulate, 6); break;
+    const size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
+    for (size_t t = 0, m0 = 0; t < ntile; t++) {
+        const size_t mt = M / ntile + (t < M % ntile);
+        const float *const *xt = x + m0;
+        float *Ct = C + m0 * ldc;
+        switch (mt) {
+            case 1: tile_impl(P, nk, xt, Ct, ldc, accumulate, 1); break;
+            case 2: tile_impl(P, nk, xt, Ct, ldc, accumulate, 2); break;
+            case 3: tile_impl(P, nk, xt, Ct, ldc, accumulate, 3); break;
+            case 4: tile_impl(P, nk, xt, Ct, ldc, accumulate, 4); break;
+            case 5: tile_impl(P, nk, xt, Ct, ldc, accumulate, 5); break;
+            default: tile_impl(P, nk, xt, Ct, ldc, accumulate, 6); break;
+        }
+        m0 += mt;
     }
 }
 

@@ -608,6 +608,56 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t nb, size_t M, const 
     for (size_t i = 0; i < nb; i++) fdot_blk(pk, blk + i, M, x, y + 16 * i, ldy);
 }
 
+/* ---- tile ------------------------------------------------------------------------- */
+
+/* kern_avx2.c's tile with a block's 16 rows in one vector: per column one
+ * load of the panel and one broadcast FMA per token, each element the same
+ * one chain in k order (kernels.h).  Up to MOEQ__TILE_Z_MAX tokens a pass
+ * (the AVX2 tile's 6 x 2 ymm chains become 12 zmm ones): a 4-cycle FMA on
+ * two ports needs 8 chains in flight, which 6 tokens would not give. */
+#define TILE_TOKENS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+_Static_assert(MOEQ__TILE_Z_MAX == 12, "TILE_TOKENS names MOEQ__TILE_Z_MAX tokens");
+AI void tile_z(const float *P, size_t nk, const float *const *x, float *C, size_t ldc,
+               int accumulate, const int M) {
+    const __m512 z = _mm512_setzero_ps();
+#define DECL(m)                                                                                    \
+    __m512 c##m = M > m && accumulate ? _mm512_loadu_ps(C + (size_t)(m)*ldc) : z;                  \
+    const float *x##m = M > m ? x[m] : NULL;
+    TILE_TOKENS(DECL)
+#undef DECL
+    for (size_t k = 0; k < nk; k++) {
+        const __m512 p = _mm512_loadu_ps(P + k * MOEQ__PK_ROWS);
+#define ROW(m)                                                                                     \
+    if (M > m) c##m = _mm512_fmadd_ps(p, _mm512_set1_ps(x##m[k]), c##m);
+        TILE_TOKENS(ROW)
+#undef ROW
+    }
+#define ST(m)                                                                                      \
+    if (M > m) _mm512_storeu_ps(C + (size_t)(m)*ldc, c##m);
+    TILE_TOKENS(ST)
+#undef ST
+}
+#undef TILE_TOKENS
+
+/* The tokens in tiles of at most MOEQ__TILE_Z_MAX, as even as they come. */
+static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
+                 int accumulate) {
+    const size_t ntile = (M + MOEQ__TILE_Z_MAX - 1) / MOEQ__TILE_Z_MAX;
+    for (size_t t = 0, m0 = 0; t < ntile; t++) {
+        const size_t mt = M / ntile + (t < M % ntile);
+        const float *const *xt = x + m0;
+        float *Ct = C + m0 * ldc;
+#define TZ(n)                                                                                      \
+    case n: tile_z(P, nk, xt, Ct, ldc, accumulate, n); break;
+        switch (mt) {
+            TZ(1) TZ(2) TZ(3) TZ(4) TZ(5) TZ(6) TZ(7) TZ(8) TZ(9) TZ(10) TZ(11)
+            default: tile_z(P, nk, xt, Ct, ldc, accumulate, 12); break;
+        }
+#undef TZ
+        m0 += mt;
+    }
+}
+
 /* ---- tile_bf16 -------------------------------------------------------------------- */
 
 /* vdpbf16ps adds, per 32-bit lane, the products of the two bfloat16 pairs,
@@ -939,6 +989,7 @@ void moeq__kern_avx512_fill(moeq__kern *t, bool bf16) {
     t->panel = panel;
     t->panel_bf16 = panel_bf16;
     t->gemv = gemv;
+    t->tile = tile;
     t->idot = idot;
     t->fdot = fdot;
     if (bf16) { /* else the AVX2 ones, same bits */

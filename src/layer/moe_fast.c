@@ -547,8 +547,6 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
         moeq__dequant_ref(w, r0, nr, t->W16);
         memset(t->W16 + nr * cols, 0, (16 - nr) * cols * sizeof(float));
     }
-    size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
-    size_t base = M / ntile, extra = M % ntile;
     for (size_t k0 = 0; k0 < cols; k0 += KB) {
         size_t nk = cols - k0 < KB ? cols - k0 : KB;
         if (w->kind == MOEQ__QW_PACKED) {
@@ -559,12 +557,7 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
             }
         }
         for (size_t m = 0; m < M; m++) t->xo[m] = xr[m] + k0;
-        size_t m0 = 0;
-        for (size_t i = 0; i < ntile; i++) {
-            size_t mt = base + (i < extra);
-            K->tile(t->P, nk, mt, t->xo + m0, C + m0 * 16, 16, k0 > 0);
-            m0 += mt;
-        }
+        K->tile(t->P, nk, M, t->xo, C, 16, k0 > 0);
     }
 }
 

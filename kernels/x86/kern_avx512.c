@@ -1,7 +1,7 @@
 /*
  * kern_avx512.c - kernels for AVX-512 F/BW/VL with VNNI and VBMI (compiled
  * with those flags only; cpu.c checks the CPU and OS first).  The "avx512"
- * table is the AVX2 table with gemv, idot, fdot, the E4M3 panel and
+ * table is the AVX2 table with gemv, tile, idot, fdot, the E4M3 panel and
  * panel_bf16 replaced by the ones here, and tile_bf16 and gemv_bf16
  * where the CPU has AVX512_BF16; each gives the same bits as its AVX2 twin
  * (tests/check_simd.c).
@@ -21,10 +21,14 @@
  *
  * fdot: vpdpbusd too, after a vpermb that gives each row its codes (see there).
  *
+ * tile: one zmm chain per token where the AVX2 tile has two ymm ones, 12
+ * tokens a pass (Zen 5, one thread, in L2: up to 1.77x the AVX2 tile's
+ * rate; on Zen 4, which splits a zmm FMA in two, a 16-lane tile of 6
+ * tokens had run as the AVX2 one).
+ *
  * Not here, measured against the AVX2 kernels in the same loop (kern_bench,
- * hot, this Zen 4 host): the 16-lane panels of int4, NIB and I8 codes ran
- * at 0.85-0.93x and a 16-lane tile at 0.99-1.03x (it is bound by the FMA
- * rate either way).
+ * hot, a Zen 4 host): the 16-lane panels of int4, NIB and I8 codes ran at
+ * 0.85-0.93x.
  */
 #include "kernels.h"
 

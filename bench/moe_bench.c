@@ -92,6 +92,10 @@ static ins_id case_ins(const char *scheme, bool gemm2) {
     /* MXFP8 inputs, and FP8 inputs per 128 on MXFP4's groups of 32: float rows */
     if (strstr(scheme, "a8_mxfp") || strstr(scheme, "w4a8_mxfp4")) return fma;
     if (strstr(scheme, "a8_fp8")) return bf16 ? INS_DPBF16 : fma;
+    /* E4M3 codes in groups of 32: bfloat16 panels would need kv * ks, which
+     * moeq__pk_bf16_scaled rules out for E4M3, and groups under
+     * BF16_MIN_GROUP stay on the float path */
+    if (strstr(scheme, "w8a16_mxfp8")) return fma;
     return bf16 && !gemm2 ? INS_DPBF16 : fma; /* weight-only */
 }
 

@@ -303,8 +303,6 @@ int main(int argc, char **argv) {
     }
     sample_limits(threads, floor_reps);
     const double bw = sample_median(&g_bw[threads]), peak = sample_median(&g_peak[threads]);
-    /* the reference machine_whole judges the probes against (2 threads) */
-    const double bw2 = sample_median(&g_bw[2]);
     if (!json) {
         printf("linear layers, %d threads, %s kernels, bf16 in and out; weights cycled over "
                "%zu MiB (largest cache %zu MiB); floors measured in this run: read %.2f GB/s, "
@@ -322,8 +320,9 @@ int main(int argc, char **argv) {
         result *r = &results[i];
         const shape *sh = r->sh;
         const int T = k_tokens[r->ti];
-        /* judged again against the run's final bandwidth median */
-        r->contended = !(probe_whole(&r->probe[0], bw2) && probe_whole(&r->probe[1], bw2));
+        /* judged again against the run's final read-probe median */
+        r->contended = !(probe_whole(&r->probe[0], probe_bw_ref()) &&
+                          probe_whole(&r->probe[1], probe_bw_ref()));
         retried += r->attempts > 1;
         marked += r->contended;
         waited += r->waited;

@@ -22,7 +22,7 @@
  * it not whole, the case is measured again, up to MAX_ATTEMPTS times.  The
  * decisions rest on the probes alone, never on the case's own times.  At the
  * end every case's last probes are judged again against the run's final
- * bandwidth median (the one the ratios use); a case whose probes fail is
+ * read-probe median (probe_bw_ref); a case whose probes fail is
  * marked (JSON "contended": true, a `*` in the table).  JSON "attempts"
  * counts a case's runs, "waited_s" its time waiting, "probe_gflops" and
  * "probe_gbps" what its probes read before and after the kept attempt.
@@ -112,7 +112,7 @@ typedef struct result {
     int T, threads;
     int attempts;   /* runs of the case (machine_whole) */
     bool contended; /* the kept attempt's probes fail probe_whole against the run's final
-                       bandwidth median */
+                       read-probe median */
     probe probe[2]; /* what the last attempt's probes read, before and after */
     double waited;  /* seconds spent waiting for the machine (await_whole), all attempts */
     double ms, ms_min, ms_max, gbps, gflops, bytes_med;
@@ -396,9 +396,10 @@ int main(int argc, char **argv) {
     double waited = blas_waited;
     for (int i = 0; i < nres; i++) {
         result *r = &results[i];
-        /* Judged again against the run's final bandwidth median, the one the
-         * ratios use (the attempts were judged against the median so far). */
-        r->contended = !(probe_whole(&r->probe[0], bw[2]) && probe_whole(&r->probe[1], bw[2]));
+        /* Judged again against the run's final read-probe median (the
+         * attempts were judged against the median so far). */
+        r->contended = !(probe_whole(&r->probe[0], probe_bw_ref()) &&
+                          probe_whole(&r->probe[1], probe_bw_ref()));
         int ti = 0;
         while (Ts[ti] != r->T) ti++;
         double flops = 2.0 * r->T * TOPK * 3.0 * g_H * g_I;

@@ -330,8 +330,9 @@ int main(int argc, char **argv) {
         for (size_t m = 0; m < 6; m++) {
             for (size_t k = 0; k < 256; k++) xbr[m][k] = (uint16_t)(0x3E00u + rnd() % 0x200u);
         }
-        const uint16_t *xb[6] = {xbr[0], xbr[1], xbr[2], xbr[3], xbr[4], xbr[5]};
-        for (size_t M = 1; M <= 6; M++) {
+        const uint16_t *xb[12]; /* 1 to 12 rows (the avx512 register tile), repeating 6 */
+        for (size_t m = 0; m < 12; m++) xb[m] = xbr[m % 6];
+        for (size_t M = 1; M <= 12; M++) {
             double best = 1e300;
             for (int r = 0; r < 2000; r++) {
                 double t0 = bench_now();

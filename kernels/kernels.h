@@ -593,8 +593,8 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
         case 3: F(code, 3); break;                                                                 \
         default: F(code, 4); break;                                                                \
     }
-#define MOEQ__TILE_MAX 6 /* tokens per tile_bf16 call; per register tile of the AVX2 tile */
-#define MOEQ__TILE_Z_MAX 12 /* tokens per register tile of the avx512 tile */
+#define MOEQ__TILE_MAX 6 /* tokens per register tile of the AVX2 tile and int8 idot */
+#define MOEQ__TILE_Z_MAX 12 /* tokens per register tile of the avx512 tile and tile_bf16 */
 #define MOEQ__IDOT_MAX 12 /* tokens per register tile of the avx512 idot */
 #define MOEQ__IDOT_BLOCKS 2 /* blocks per idot call */
 #define MOEQ__FDOT_BLOCKS 2 /* blocks per fdot call in moe_fast.c (any number is valid) */
@@ -665,7 +665,8 @@ typedef struct moeq__kern {
      * k's group, moeq__pk_ks); k0, nk multiples of 8.  Exact. */
     void (*panel_bf16)(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, uint16_t *Pb,
                        int scaled);
-    /* C[m*ldc + r] = (accumulate ? C + S : S) for m < M <= 6, r < 16, where,
+    /* C[m*ldc + r] = (accumulate ? C + S : S) for m < M (any number: each
+     * table tiles the tokens as its registers allow), r < 16, where,
      * with w the bfloat16 panel above (nk columns, a multiple of 4) and x[m] a
      * row of bfloat16 values (none subnormal, and every product a multiple of
      * a power of two no smaller than 2^-126, so that no sum is subnormal

@@ -728,30 +728,32 @@ static uint16_t e4m3_bf16(int e) {
 
 /* tile_bf16 on E4M3 kernel values and activation codes or bf16 inputs: the portable kernel
  * is the float64 dot product up to float rounding and follows its two-chain
- * definition; the SIMD one gives the same bits, for 1..6 tokens, lengths
+ * definition; the SIMD one gives the same bits, for 1..13 and 25 tokens, lengths
  * across whole pairs of pairs, with and without accumulating. */
 START_TEST(test_tile_bf16) {
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
     g_rng = 0xBF16u;
-    static uint16_t panel[300 * 16], x[6][300];
-    static float cp[6 * 16], cs[6 * 16];
+    enum { MT = 25 }; /* 1..13 and 25 tokens: one to three register tiles of every table */
+    static uint16_t panel[300 * 16], x[MT][300];
+    static float cp[MT * 16], cs[MT * 16];
     for (size_t i = 0; i < 300 * 16; i++) panel[i] = e4m3_bf16(-8);
-    /* rows 0-2 FP8 codes; rows 3-5 bf16 inputs of any sign and magnitude from
-     * 2^-100 (smaller ones are flushed before tile_bf16 sees them) to 2^20 */
-    for (size_t m = 0; m < 6; m++) {
+    /* rows 0-2 (mod 6) FP8 codes; rows 3-5 bf16 inputs of any sign and magnitude
+     * from 2^-100 (smaller ones are flushed before tile_bf16 sees them) to 2^20 */
+    const uint16_t *xs[MT];
+    for (size_t m = 0; m < MT; m++) {
         for (size_t k = 0; k < 300; k++) {
             const float v = ldexpf((float)(uni() * 2 - 1), (int)(rnd() % 121) - 100);
-            x[m][k] = m < 3 ? e4m3_bf16(0) : (uint16_t)(bits(v) >> 16);
-            if (m >= 3 && (x[m][k] & 0x7FFF) < 0x0D80) x[m][k] = 0;
+            x[m][k] = m % 6 < 3 ? e4m3_bf16(0) : (uint16_t)(bits(v) >> 16);
+            if (m % 6 >= 3 && (x[m][k] & 0x7FFF) < 0x0D80) x[m][k] = 0;
         }
+        xs[m] = x[m];
     }
-    const uint16_t *xs[6] = {x[0], x[1], x[2], x[3], x[4], x[5]};
     const size_t lens[] = {0, 4, 8, 36, 256, 300};
-    for (size_t M = 1; M <= MOEQ__TILE_MAX; M++) {
+    for (size_t M = 1; M <= MT; M = M == 13 ? MT : M + 1) {
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             const size_t nk = lens[li];
             for (int acc = 0; acc < 2; acc++) {
-                for (size_t i = 0; i < 6 * 16; i++) cp[i] = cs[i] = (float)i * 0.25f;
+                for (size_t i = 0; i < MT * 16; i++) cp[i] = cs[i] = (float)i * 0.25f;
                 P->tile_bf16(panel, nk, M, xs, cp, 16, acc);
                 for (size_t m = 0; m < M; m++) {
                     for (size_t r = 0; r < 16; r++) {

@@ -687,13 +687,18 @@ BF16_FN AI __m512 dp_pair(__m512 a, __m512i w, const uint16_t *xp) {
     return _mm512_dpbf16_ps(a, (__m512bh)w, (__m512bh)_mm512_set1_epi32(pr));
 }
 
+/* Up to MOEQ__TILE_Z_MAX tokens a pass, two chains each (even and odd
+ * pairs, kernels.h): 24 accumulators, so that the weights' two loads per
+ * pair of pairs serve 12 tokens and enough vdpbf16ps are in flight. */
+#define TILE_TOKENS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 BF16_FN AI void tile_bf16_z(const uint16_t *Pb, size_t nk, const uint16_t *const *x, float *C,
                             size_t ldc, int accumulate, const int M) {
     const __m512 z = _mm512_setzero_ps();
-    __m512 e0 = z, e1 = z, e2 = z, e3 = z, e4 = z, e5 = z, o0 = z, o1 = z, o2 = z, o3 = z, o4 = z,
-           o5 = z;
-    const uint16_t *x0 = x[0], *x1 = M > 1 ? x[1] : x0, *x2 = M > 2 ? x[2] : x0,
-                   *x3 = M > 3 ? x[3] : x0, *x4 = M > 4 ? x[4] : x0, *x5 = M > 5 ? x[5] : x0;
+#define DECL(m)                                                                                    \
+    __m512 e##m = z, o##m = z;                                                                     \
+    const uint16_t *x##m = M > m ? x[m] : NULL;
+    TILE_TOKENS(DECL)
+#undef DECL
     for (size_t p = 0; p < nk / 2; p += 2) {
         const __m512i we = _mm512_loadu_si512(Pb + p * 32);
         const __m512i wo = _mm512_loadu_si512(Pb + p * 32 + 32);
@@ -702,26 +707,36 @@ BF16_FN AI void tile_bf16_z(const uint16_t *Pb, size_t nk, const uint16_t *const
         e##m = dp_pair(e##m, we, x##m + 2 * p);                                                    \
         o##m = dp_pair(o##m, wo, x##m + 2 * p + 2);                                                \
     }
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+        TILE_TOKENS(ROW)
 #undef ROW
     }
-    const __m512 S[6] = {_mm512_add_ps(e0, o0), _mm512_add_ps(e1, o1), _mm512_add_ps(e2, o2),
-                         _mm512_add_ps(e3, o3), _mm512_add_ps(e4, o4), _mm512_add_ps(e5, o5)};
-    for (int m = 0; m < M; m++) {
-        float *c = C + (size_t)m * ldc;
-        _mm512_storeu_ps(c, accumulate ? _mm512_add_ps(_mm512_loadu_ps(c), S[m]) : S[m]);
+#define ST(m)                                                                                      \
+    if (M > m) {                                                                                   \
+        float *c_ = C + (size_t)(m)*ldc;                                                           \
+        const __m512 S_ = _mm512_add_ps(e##m, o##m);                                               \
+        _mm512_storeu_ps(c_, accumulate ? _mm512_add_ps(_mm512_loadu_ps(c_), S_) : S_);            \
     }
+    TILE_TOKENS(ST)
+#undef ST
 }
+#undef TILE_TOKENS
 
+/* The tokens in tiles of at most MOEQ__TILE_Z_MAX, as even as they come. */
 BF16_FN static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *const *x,
                               float *C, size_t ldc, int accumulate) {
-    switch (M) {
-        case 1: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 1); break;
-        case 2: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 2); break;
-        case 3: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 3); break;
-        case 4: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 4); break;
-        case 5: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 5); break;
-        default: tile_bf16_z(Pb, nk, x, C, ldc, accumulate, 6); break;
+    const size_t ntile = (M + MOEQ__TILE_Z_MAX - 1) / MOEQ__TILE_Z_MAX;
+    for (size_t t = 0, m0 = 0; t < ntile; t++) {
+        const size_t mt = M / ntile + (t < M % ntile);
+        const uint16_t *const *xt = x + m0;
+        float *Ct = C + m0 * ldc;
+#define TZ(n)                                                                                      \
+    case n: tile_bf16_z(Pb, nk, xt, Ct, ldc, accumulate, n); break;
+        switch (mt) {
+            TZ(1) TZ(2) TZ(3) TZ(4) TZ(5) TZ(6) TZ(7) TZ(8) TZ(9) TZ(10) TZ(11)
+            default: tile_bf16_z(Pb, nk, xt, Ct, ldc, accumulate, 12); break;
+        }
+#undef TZ
+        m0 += mt;
     }
 }
 

@@ -465,8 +465,6 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
     const size_t groups = scaled ? 1 : pk->groups, gsize = scaled ? pk->cols : pk->gsize;
     uint16_t *Pb = (uint16_t *)(void *)t->P; /* KB x 16 bfloat16: half of P */
     float *S = scaled ? C : t->Sg; /* scaled: the sums are the result */
-    const size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
-    const size_t base = M / ntile, extra = M % ntile;
     for (size_t g = 0; g < groups; g++) {
         const size_t g0 = g * gsize, g1 = g0 + gsize;
         for (size_t k0 = g0; k0 < g1; k0 += KB) {
@@ -474,12 +472,7 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
             /* it fetches the next panel's codes */
             f->K->panel_bf16(pk, b, k0, nk, Pb, scaled);
             for (size_t m = 0; m < M; m++) t->xbo[m] = t->xb[m] + k0;
-            size_t m0 = 0;
-            for (size_t i = 0; i < ntile; i++) {
-                const size_t mt = base + (i < extra);
-                f->K->tile_bf16(Pb, nk, mt, t->xbo + m0, S + m0 * 16, 16, k0 > g0);
-                m0 += mt;
-            }
+            f->K->tile_bf16(Pb, nk, M, t->xbo, S, 16, k0 > g0);
         }
         if (scaled) continue;
         f->K->fscale(pk, b, g, M, S, 16, grouped ? t->xbs : NULL, C, 16, g == 0);

@@ -1,17 +1,22 @@
 /*
- * kern_ab.c - one MoE layer on two AVX2 kernel tables, call by call in one
- * process: the library's ("new") and one built from another kern_avx2.c
- * ("old": CMake's MOEQ_AB_KERNELS, by default the tree's own file, an A/A
- * run).  Two contexts run the same layers, each with its table; the calls
- * alternate, and which table goes first alternates too, so that the host's
- * drift falls on both.  The tables must agree bit for bit (kernels.h), so
- * after every pair the two outputs are compared.
+ * kern_ab.c - one MoE layer on two kernel tables, call by call in one
+ * process: the library's ("new") and one built from another kernel file
+ * ("old").  By default the tables are avx2 ones, the old one built from the
+ * kern_avx2.c CMake's MOEQ_AB_KERNELS names; with --avx512 they are avx512
+ * ones, the old one the library's AVX2 table with the AVX-512 kernels of the
+ * kern_avx512.c MOEQ_AB_KERNELS512 names (as the library builds its own).
+ * Both default to the tree's own files: an A/A run.  Two contexts run the
+ * same layers, each with its table; the calls alternate, and which table
+ * goes first alternates too, so that the host's drift falls on both.  The
+ * tables must agree bit for bit (kernels.h), so after every pair the two
+ * outputs are compared.
  *
- * usage: kern_ab SCHEME T [THREADS [PAIRS]]   (THREADS default 2, PAIRS 9)
+ * usage: kern_ab [--avx512] SCHEME T [THREADS [PAIRS]]   (THREADS default 2, PAIRS 9)
  *
  * Prints the median time of each table and the quartiles of the per-pair
  * ratios new / old.  Exit status 0; 1 when the outputs differed or a step
- * failed (stderr says which); 2 on bad arguments.  No timing is asserted.
+ * failed (stderr says which); 2 on bad arguments; 77 where this CPU (or,
+ * for --avx512, this build) has no such table.  No timing is asserted.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +25,19 @@
 #include "bench_layer.h"
 
 extern const moeq__kern moeq__kern_ab_old;
+#if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+void moeq__kern_ab_old512_fill(moeq__kern *t, bool bf16);
+#endif
 
 int main(int argc, char **argv) {
     g_prog = "kern_ab";
+    const bool avx512 = argc > 1 && !strcmp(argv[1], "--avx512");
+    if (avx512) {
+        argc--;
+        argv++;
+    }
     if (argc < 3 || argc > 5) {
-        fprintf(stderr, "usage: kern_ab SCHEME T [THREADS [PAIRS]]\n");
+        fprintf(stderr, "usage: kern_ab [--avx512] SCHEME T [THREADS [PAIRS]]\n");
         return 2;
     }
     const scheme_def *s = NULL;
@@ -44,9 +57,21 @@ int main(int argc, char **argv) {
         (argc > 4 && !bench_int_opt("kern_ab", "PAIRS", argv[4], 1, MAX_REPS, &pairs)))
         return 2;
     const moeq__kern *tabs[2] = {&moeq__kern_ab_old, moeq__kern_level(1)};
-    if (strcmp(tabs[1]->name, "avx2") != 0) {
-        fprintf(stderr, "kern_ab: this CPU does not run the avx2 table\n");
-        return 2;
+    if (avx512) {
+#if defined(MOEQ_HAVE_AVX512) && MOEQ_HAVE_AVX512
+        static moeq__kern old512;
+        old512 = moeq__kern_avx2;
+        moeq__kern_ab_old512_fill(&old512, moeq__cpu_avx512bf16());
+        tabs[0] = &old512;
+        tabs[1] = moeq__kern_level(2);
+#else
+        fprintf(stderr, "kern_ab: this build has no avx512 table\n");
+        return 77;
+#endif
+    }
+    if (strcmp(tabs[1]->name, avx512 ? "avx512" : "avx2") != 0) {
+        fprintf(stderr, "kern_ab: this CPU does not run the %s table\n", avx512 ? "avx512" : "avx2");
+        return 77;
     }
 
     /* Cold weights: the layers are cycled, as moe_bench does. */

@@ -1,10 +1,10 @@
 /*
  * kern_avx512.c - kernels for AVX-512 F/BW/VL with VNNI and VBMI (compiled
  * with those flags only; cpu.c checks the CPU and OS first).  The "avx512"
- * table is the AVX2 table with gemv, tile, idot, fdot, the E4M3 panel and
- * panel_bf16 replaced by the ones here, and tile_bf16 and gemv_bf16
- * where the CPU has AVX512_BF16; each gives the same bits as its AVX2 twin
- * (tests/check_simd.c).
+ * table is the AVX2 table with gemv, tile, idot, iscale, fscale, fdot, the
+ * E4M3 panel and panel_bf16 replaced by the ones here, and tile_bf16 and
+ * gemv_bf16 where the CPU has AVX512_BF16; each gives the same bits as its
+ * AVX2 twin (tests/check_simd.c).
  *
  * gemv and panel: kern_avx2.c's with one 16-lane vector where it has two
  * 8-lane ones (a block's 16 rows), the same operations in the same order;
@@ -261,6 +261,32 @@ static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_
         const size_t mt = M / ntile + (t < M % ntile);
         idot_tile(pk, blk, nb, k0, nk, mt, x + m0, C + m0 * ldc, ldc, accumulate);
         m0 += mt;
+    }
+}
+
+/* ---- iscale and fscale ------------------------------------------------------------ */
+
+/* kern_avx2.c's with a block's 16 rows in one vector: the same products and
+ * sums (kernels.h), half the instructions (w4a8_int8 on Zen 5: iscale was a
+ * fifth of the layer's own samples at T=512, groups of 128 columns). */
+static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const int32_t *S,
+                   size_t lds, float *C, size_t ldc, int first) {
+    const __m512 s = scales16(pk, blk, g);
+    for (size_t m = 0; m < M; m++) {
+        const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(S + m * lds)), s);
+        float *c = C + m * ldc;
+        _mm512_storeu_ps(c, first ? t : _mm512_add_ps(_mm512_loadu_ps(c), t));
+    }
+}
+
+static void fscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const float *S,
+                   size_t lds, const float *const *xs, float *C, size_t ldc, int first) {
+    const __m512 s = scales16(pk, blk, g);
+    for (size_t m = 0; m < M; m++) {
+        const __m512 f = _mm512_set1_ps(xs ? xs[m][g] : 1.0f);
+        const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(S + m * lds), s), f);
+        float *c = C + m * ldc;
+        _mm512_storeu_ps(c, first ? t : _mm512_add_ps(_mm512_loadu_ps(c), t));
     }
 }
 
@@ -1017,6 +1043,8 @@ void moeq__kern_avx512_fill(moeq__kern *t, bool bf16) {
     t->gemv = gemv;
     t->tile = tile;
     t->idot = idot;
+    t->iscale = iscale;
+    t->fscale = fscale;
     t->fdot = fdot;
     if (bf16) { /* else the AVX2 ones, same bits */
         t->tile_bf16 = tile_bf16;

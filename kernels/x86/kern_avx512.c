@@ -150,10 +150,10 @@ AI void idot_impl(const uint8_t *bc, size_t bstride, size_t k0, size_t nk, const
          * the time without).  I8 ones only for more than 4 tokens: at T=1
          * the fetch made w8a8_int8 1.08-1.19x slower (1, 2, 4 and 8 KiB
          * ahead, an earlier AVX-512 host), while with many tokens the
-         * kernel runs long enough per window to hide it (Zen 5, 2 threads:
-         * T=512 0.80-0.82x the time, T=128 0.80-0.88x; one thread, cold
-         * windows of 256 columns for 32 tokens: 1.4-1.6x the rate, 0.83-0.95
-         * of the hot one) */
+         * kernel runs long enough per window to hide it (Zen 5, 2 threads,
+         * kern_ab --avx512: T=512 0.80x the time, T=128 0.85x; one thread,
+         * cold windows of 256 columns for 32 tokens: 1.4-1.6x the rate,
+         * 0.83-0.95 of the hot one) */
         if (i4) PF8(bc, k, MOEQ__PK_I4);
         if (i4 && NB == 2) PF8(bc1, k, MOEQ__PK_I4);
         if (!i4 && M > 4) PF8(bc, k, MOEQ__PK_I8);

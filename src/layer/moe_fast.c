@@ -33,8 +33,8 @@
  * MOEQ__GEMV_MAX rows of an expert, the gemv kernel (codes decoded in
  * registers, once; for I4 codes it reads rows i4_prep makes once per work
  * item); for more rows, the weights of a 16 x KB panel are
- * dequantized to f32 once and the tile kernel runs up to 6 rows at a time
- * over it; projections that could not be packed are dequantized by
+ * dequantized to f32 once and one tile call runs all the rows over it (the
+ * table tiles them); projections that could not be packed are dequantized by
  * moeq__dequant_ref into the same panels.  On CPUs with AVX512_BF16, where
  * the inputs are bfloat16 values (bx: FP8 activation codes, or the bf16
  * input of a weight-only layer in gemm1) and an expert has more rows than

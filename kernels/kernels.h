@@ -600,6 +600,17 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
 #define MOEQ__FDOT_BLOCKS 2 /* blocks per fdot call in moe_fast.c (any number is valid) */
 #define MOEQ__IDOT_KMAX 131070 /* columns per idot call: the int32 sums cannot overflow */
 
+/* How a table that tiles an expert's M rows (tile, tile_bf16, idot) splits
+ * them into tiles of at most max rows, as even as they come: moeq__ntiles
+ * tiles, tile t holding moeq__tile_rows of them.  A row's result does not
+ * depend on the tile it is in. */
+static inline size_t moeq__ntiles(size_t M, size_t max) {
+    return (M + max - 1) / max;
+}
+static inline size_t moeq__tile_rows(size_t M, size_t ntile, size_t t) {
+    return M / ntile + (t < M % ntile);
+}
+
 /* A row of int8 activation codes as idot reads it (cols a multiple of 8),
  * the same codes in two widths so that each kernel loads the one it
  * multiplies, made once per row (moeq__i8row_fill) for every block. */

@@ -692,9 +692,9 @@ AI void tile_impl(const float *P, size_t nk, const float *const *x, float *C, si
  * panel stays in L1 across the tiles). */
 static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
                  int accumulate) {
-    const size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
+    const size_t ntile = moeq__ntiles(M, MOEQ__TILE_MAX);
     for (size_t t = 0, m0 = 0; t < ntile; t++) {
-        const size_t mt = M / ntile + (t < M % ntile);
+        const size_t mt = moeq__tile_rows(M, ntile, t);
         const float *const *xt = x + m0;
         float *Ct = C + m0 * ldc;
         switch (mt) {
@@ -1164,9 +1164,9 @@ static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_
             idot_i4(bc, k0, nk, M, x, Ci, ldc, accumulate);
             continue;
         }
-        const size_t ntile = (M + MOEQ__TILE_MAX - 1) / MOEQ__TILE_MAX;
+        const size_t ntile = moeq__ntiles(M, MOEQ__TILE_MAX);
         for (size_t t = 0, m0 = 0; t < ntile; t++) {
-            const size_t mt = M / ntile + (t < M % ntile);
+            const size_t mt = moeq__tile_rows(M, ntile, t);
             const moeq__i8row *xt = x + m0;
             int32_t *Ct = Ci + m0 * ldc;
             switch (mt) {

@@ -256,9 +256,9 @@ static void idot_tile(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, 
  * blocks' window stays in L1 across the tiles). */
 static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
                  const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate) {
-    const size_t ntile = (M + MOEQ__IDOT_MAX - 1) / MOEQ__IDOT_MAX;
+    const size_t ntile = moeq__ntiles(M, MOEQ__IDOT_MAX);
     for (size_t t = 0, m0 = 0; t < ntile; t++) {
-        const size_t mt = M / ntile + (t < M % ntile);
+        const size_t mt = moeq__tile_rows(M, ntile, t);
         idot_tile(pk, blk, nb, k0, nk, mt, x + m0, C + m0 * ldc, ldc, accumulate);
         m0 += mt;
     }
@@ -676,23 +676,36 @@ AI void tile_z(const float *P, size_t nk, const float *const *x, float *C, size_
 }
 #undef TILE_TOKENS
 
-/* The tokens in tiles of at most MOEQ__TILE_Z_MAX, as even as they come. */
+/* The tokens in tiles of at most MOEQ__TILE_Z_MAX (moeq__ntiles): for each
+ * tile of mt tokens from m0, CALL(n) with n = mt as a constant (tile and
+ * tile_bf16). */
+#define TILE_Z_TILES(M, CALL)                                                                      \
+    do {                                                                                           \
+        const size_t ntile_ = moeq__ntiles(M, MOEQ__TILE_Z_MAX);                                   \
+        for (size_t t_ = 0, m0 = 0, mt; t_ < ntile_; t_++, m0 += mt) {                             \
+            mt = moeq__tile_rows(M, ntile_, t_);                                                   \
+            switch (mt) {                                                                          \
+                case 1: CALL(1); break;                                                            \
+                case 2: CALL(2); break;                                                            \
+                case 3: CALL(3); break;                                                            \
+                case 4: CALL(4); break;                                                            \
+                case 5: CALL(5); break;                                                            \
+                case 6: CALL(6); break;                                                            \
+                case 7: CALL(7); break;                                                            \
+                case 8: CALL(8); break;                                                            \
+                case 9: CALL(9); break;                                                            \
+                case 10: CALL(10); break;                                                          \
+                case 11: CALL(11); break;                                                          \
+                default: CALL(12); break;                                                          \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
 static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
                  int accumulate) {
-    const size_t ntile = (M + MOEQ__TILE_Z_MAX - 1) / MOEQ__TILE_Z_MAX;
-    for (size_t t = 0, m0 = 0; t < ntile; t++) {
-        const size_t mt = M / ntile + (t < M % ntile);
-        const float *const *xt = x + m0;
-        float *Ct = C + m0 * ldc;
-#define TZ(n)                                                                                      \
-    case n: tile_z(P, nk, xt, Ct, ldc, accumulate, n); break;
-        switch (mt) {
-            TZ(1) TZ(2) TZ(3) TZ(4) TZ(5) TZ(6) TZ(7) TZ(8) TZ(9) TZ(10) TZ(11)
-            default: tile_z(P, nk, xt, Ct, ldc, accumulate, 12); break;
-        }
-#undef TZ
-        m0 += mt;
-    }
+#define CALL(n) tile_z(P, nk, x + m0, C + m0 * ldc, ldc, accumulate, n)
+    TILE_Z_TILES(M, CALL);
+#undef CALL
 }
 
 /* ---- tile_bf16 -------------------------------------------------------------------- */
@@ -747,23 +760,11 @@ BF16_FN AI void tile_bf16_z(const uint16_t *Pb, size_t nk, const uint16_t *const
 }
 #undef TILE_TOKENS
 
-/* The tokens in tiles of at most MOEQ__TILE_Z_MAX, as even as they come. */
 BF16_FN static void tile_bf16(const uint16_t *Pb, size_t nk, size_t M, const uint16_t *const *x,
                               float *C, size_t ldc, int accumulate) {
-    const size_t ntile = (M + MOEQ__TILE_Z_MAX - 1) / MOEQ__TILE_Z_MAX;
-    for (size_t t = 0, m0 = 0; t < ntile; t++) {
-        const size_t mt = M / ntile + (t < M % ntile);
-        const uint16_t *const *xt = x + m0;
-        float *Ct = C + m0 * ldc;
-#define TZ(n)                                                                                      \
-    case n: tile_bf16_z(Pb, nk, xt, Ct, ldc, accumulate, n); break;
-        switch (mt) {
-            TZ(1) TZ(2) TZ(3) TZ(4) TZ(5) TZ(6) TZ(7) TZ(8) TZ(9) TZ(10) TZ(11)
-            default: tile_bf16_z(Pb, nk, xt, Ct, ldc, accumulate, 12); break;
-        }
-#undef TZ
-        m0 += mt;
-    }
+#define CALL(n) tile_bf16_z(Pb, nk, x + m0, C + m0 * ldc, ldc, accumulate, n)
+    TILE_Z_TILES(M, CALL);
+#undef CALL
 }
 
 /* ---- gemv_bf16 -------------------------------------------------------------------- */

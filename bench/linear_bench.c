@@ -322,7 +322,7 @@ int main(int argc, char **argv) {
         const int T = k_tokens[r->ti];
         /* judged again against the run's final read-probe median */
         r->contended = !(probe_whole(&r->probe[0], probe_bw_ref()) &&
-                          probe_whole(&r->probe[1], probe_bw_ref()));
+                         probe_whole(&r->probe[1], probe_bw_ref()));
         retried += r->attempts > 1;
         marked += r->contended;
         waited += r->waited;

@@ -399,7 +399,7 @@ int main(int argc, char **argv) {
         /* Judged again against the run's final read-probe median (the
          * attempts were judged against the median so far). */
         r->contended = !(probe_whole(&r->probe[0], probe_bw_ref()) &&
-                          probe_whole(&r->probe[1], probe_bw_ref()));
+                         probe_whole(&r->probe[1], probe_bw_ref()));
         int ti = 0;
         while (Ts[ti] != r->T) ti++;
         double flops = 2.0 * r->T * TOPK * 3.0 * g_H * g_I;

@@ -593,12 +593,12 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
         case 3: F(code, 3); break;                                                                 \
         default: F(code, 4); break;                                                                \
     }
-#define MOEQ__TILE_MAX 6 /* tokens per register tile of the AVX2 tile and int8 idot */
-#define MOEQ__TILE_Z_MAX 12 /* tokens per register tile of the avx512 tile and tile_bf16 */
-#define MOEQ__IDOT_MAX 12 /* tokens per register tile of the avx512 idot */
-#define MOEQ__IDOT_BLOCKS 2 /* blocks per idot call */
-#define MOEQ__FDOT_BLOCKS 2 /* blocks per fdot call in moe_fast.c (any number is valid) */
-#define MOEQ__IDOT_KMAX 131070 /* columns per idot call: the int32 sums cannot overflow */
+#define MOEQ__TILE_MAX    6      /* tokens per register tile of the AVX2 tile and int8 idot */
+#define MOEQ__TILE_Z_MAX  12     /* tokens per register tile of the avx512 tile and tile_bf16 */
+#define MOEQ__IDOT_MAX    12     /* tokens per register tile of the avx512 idot */
+#define MOEQ__IDOT_BLOCKS 2      /* blocks per idot call */
+#define MOEQ__FDOT_BLOCKS 2      /* blocks per fdot call in moe_fast.c (any number is valid) */
+#define MOEQ__IDOT_KMAX   131070 /* columns per idot call: the int32 sums cannot overflow */
 
 /* How a table that tiles an expert's M rows (tile, tile_bf16, idot) splits
  * them into tiles of at most max rows, as even as they come: moeq__ntiles

@@ -70,7 +70,8 @@ int main(int argc, char **argv) {
 #endif
     }
     if (strcmp(tabs[1]->name, avx512 ? "avx512" : "avx2") != 0) {
-        fprintf(stderr, "kern_ab: this CPU does not run the %s table\n", avx512 ? "avx512" : "avx2");
+        fprintf(stderr, "kern_ab: this CPU does not run the %s table\n",
+                avx512 ? "avx512" : "avx2");
         return 77;
     }
 

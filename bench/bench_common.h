@@ -104,19 +104,26 @@ __attribute__((target("avx2,fma"), unused)) static double bench_fma_loop(long it
 #define BENCH_DPBUSD_OPS_PER_ITER  (12.0 * 16 * 4 * 2)
 
 #define BENCH_CHAINS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+/* iters steps of each of the 12 chains a0..a11, an empty asm on every chain
+ * first so that no step can be hoisted: R is the register constraint, "+x"
+ * for ymm chains, "+v" for zmm ones (the caller defines STEP(i)) */
+#define BENCH_RUN_CHAINS12(iters, R)                                                               \
+    for (long it = 0; it < (iters); it++) {                                                        \
+        __asm__ volatile("" : R(a0), R(a1), R(a2), R(a3), R(a4), R(a5));                          \
+        __asm__ volatile("" : R(a6), R(a7), R(a8), R(a9), R(a10), R(a11));                         \
+        BENCH_CHAINS12(STEP)                                                                       \
+    }
+#define BENCH_YMM(a) "+x"(a)
+#define BENCH_ZMM(a) "+v"(a)
 
 __attribute__((target("avx2"), unused)) static double bench_maddwd_loop(long iters) {
     const __m256i x = _mm256_set1_epi16(3), c = _mm256_set1_epi32(1);
 #define DECL(i) __m256i a##i = _mm256_set1_epi32(i);
     BENCH_CHAINS12(DECL)
 #undef DECL
-    for (long it = 0; it < iters; it++) {
-        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
-        __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
 #define STEP(i) a##i = _mm256_add_epi32(_mm256_madd_epi16(a##i, x), c);
-        BENCH_CHAINS12(STEP)
+    BENCH_RUN_CHAINS12(iters, BENCH_YMM)
 #undef STEP
-    }
     __m256i s = a0;
 #define SUM(i) s = _mm256_xor_si256(s, a##i);
     BENCH_CHAINS12(SUM)
@@ -129,13 +136,9 @@ __attribute__((target("avx2"), unused)) static double bench_maddubs_loop(long it
 #define DECL(i) __m256i a##i = _mm256_set1_epi32(i);
     BENCH_CHAINS12(DECL)
 #undef DECL
-    for (long it = 0; it < iters; it++) {
-        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
-        __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
 #define STEP(i) a##i = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a##i, x), ones), c);
-        BENCH_CHAINS12(STEP)
+    BENCH_RUN_CHAINS12(iters, BENCH_YMM)
 #undef STEP
-    }
     __m256i s = a0;
 #define SUM(i) s = _mm256_xor_si256(s, a##i);
     BENCH_CHAINS12(SUM)
@@ -153,13 +156,9 @@ __attribute__((target("avx512f"), unused)) static double bench_fma512_loop(long 
 #define DECL(i) __m512 a##i = _mm512_set1_ps((float)(i));
     BENCH_CHAINS12(DECL)
 #undef DECL
-    for (long it = 0; it < iters; it++) {
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
-        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
 #define STEP(i) a##i = _mm512_fmadd_ps(a##i, m, c);
-        BENCH_CHAINS12(STEP)
+    BENCH_RUN_CHAINS12(iters, BENCH_ZMM)
 #undef STEP
-    }
     __m512 s = a0;
 #define SUM(i) s = _mm512_add_ps(s, a##i);
     BENCH_CHAINS12(SUM)
@@ -173,13 +172,9 @@ __attribute__((target("avx512f,avx512bf16"), unused)) static double bench_dpbf16
 #define DECL(i) __m512 a##i = _mm512_set1_ps((float)(i));
     BENCH_CHAINS12(DECL)
 #undef DECL
-    for (long it = 0; it < iters; it++) {
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
-        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
 #define STEP(i) a##i = _mm512_dpbf16_ps(a##i, (__m512bh)w, (__m512bh)x);
-        BENCH_CHAINS12(STEP)
+    BENCH_RUN_CHAINS12(iters, BENCH_ZMM)
 #undef STEP
-    }
     __m512 s = a0;
 #define SUM(i) s = _mm512_add_ps(s, a##i);
     BENCH_CHAINS12(SUM)
@@ -193,13 +188,9 @@ __attribute__((target("avx512f,avx512vnni"), unused)) static double bench_dpbusd
 #define DECL(i) __m512i a##i = _mm512_set1_epi32(i);
     BENCH_CHAINS12(DECL)
 #undef DECL
-    for (long it = 0; it < iters; it++) {
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
-        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
 #define STEP(i) a##i = _mm512_dpbusd_epi32(a##i, w, x);
-        BENCH_CHAINS12(STEP)
+    BENCH_RUN_CHAINS12(iters, BENCH_ZMM)
 #undef STEP
-    }
     __m512i s = a0;
 #define SUM(i) s = _mm512_xor_si512(s, a##i);
     BENCH_CHAINS12(SUM)

@@ -109,7 +109,7 @@ __attribute__((target("avx2,fma"), unused)) static double bench_fma_loop(long it
  * for ymm chains, "+v" for zmm ones (the caller defines STEP(i)) */
 #define BENCH_RUN_CHAINS12(iters, R)                                                               \
     for (long it = 0; it < (iters); it++) {                                                        \
-        __asm__ volatile("" : R(a0), R(a1), R(a2), R(a3), R(a4), R(a5));                          \
+        __asm__ volatile("" : R(a0), R(a1), R(a2), R(a3), R(a4), R(a5));                           \
         __asm__ volatile("" : R(a6), R(a7), R(a8), R(a9), R(a10), R(a11));                         \
         BENCH_CHAINS12(STEP)                                                                       \
     }

@@ -596,7 +596,7 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
 #define MOEQ__TILE_MAX    6      /* tokens per register tile of the AVX2 tile and int8 idot */
 #define MOEQ__TILE_Z_MAX  12     /* tokens per register tile of the avx512 tile and tile_bf16 */
 #define MOEQ__IDOT_MAX    12     /* tokens per register tile of the avx512 idot */
-#define MOEQ__IDOT_BLOCKS 2      /* blocks per idot call */
+#define MOEQ__IDOT_BLOCKS 2      /* most blocks per idot call (idot_blocks) */
 #define MOEQ__FDOT_BLOCKS 2      /* blocks per fdot call in moe_fast.c (any number is valid) */
 #define MOEQ__IDOT_KMAX   131070 /* columns per idot call: the int32 sums cannot overflow */
 
@@ -719,6 +719,14 @@ typedef struct moeq__kern {
      * every sum is exact and the same in any order. */
     void (*idot)(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
                  const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate);
+    /* How many consecutive blocks (1 .. MOEQ__IDOT_BLOCKS) the caller should
+     * hand this table's idot per call for codes `code` (I8 or I4) and M rows:
+     * more than one where the table runs them side by side, one where it
+     * would run them one after the other (then a caller that walks the
+     * scale groups reads each block's codes from DRAM in order, one stream,
+     * instead of alternating between blocks every group).  Speed only: idot
+     * takes any nb and gives the same sums. */
+    size_t (*idot_blocks)(int32_t code, size_t M);
     /* idot's sums into floats, one scale group g at a time: for m < M, r < 16,
      * t = float(S[m*lds + r]) * ks(blk*16 + r, g) (the kernel-unit scale, as
      * moeq__pk_ks), C[m*ldc + r] = first ? t : C[m*ldc + r] + t (a product,

@@ -653,6 +653,29 @@ START_TEST(test_idot_extremes) {
 }
 END_TEST
 
+/* idot_blocks: every table asks for 1 .. MOEQ__IDOT_BLOCKS blocks a call;
+ * the AVX2 one for two only where idot runs them side by side (I8 codes, at
+ * most 3 rows: idot_pair), the avx512 one always two, the portable one one. */
+START_TEST(test_idot_blocks) {
+    const moeq__kern *S = simd();
+    const moeq__kern *tabs[2] = {&moeq__kern_portable, S};
+    const int32_t codes[2] = {MOEQ__PK_I8, MOEQ__PK_I4};
+    for (int v = 0; v < (S ? 2 : 1); v++) {
+        for (int c = 0; c < 2; c++) {
+            for (size_t M = 1; M <= 2 * MOEQ__IDOT_MAX; M++) {
+                const size_t nb = tabs[v]->idot_blocks(codes[c], M);
+                size_t want = 1;
+                if (!strcmp(tabs[v]->name, "avx512")) want = MOEQ__IDOT_BLOCKS;
+                if (!strcmp(tabs[v]->name, "avx2") && codes[c] == MOEQ__PK_I8 && M <= 3)
+                    want = MOEQ__IDOT_BLOCKS;
+                ck_assert_msg(nb == want, "%s idot_blocks(code %d, M=%zu) = %zu, want %zu",
+                              tabs[v]->name, (int)codes[c], M, nb, want);
+            }
+        }
+    }
+}
+END_TEST
+
 /* What cannot be packed stays as it is. */
 START_TEST(test_not_packed) {
     g_rng = 7;
@@ -1085,6 +1108,7 @@ static Suite *simd_suite(void) {
         tcase_add_checked_fixture(tc, level == 1 ? level_avx2 : level_avx512, NULL);
         tcase_add_loop_test(tc, test_packed_kernels, 0, (int)(sizeof k_kinds / sizeof k_kinds[0]));
         tcase_add_test(tc, test_idot_extremes);
+        tcase_add_test(tc, test_idot_blocks);
         tcase_add_test(tc, test_not_packed);
         tcase_add_test(tc, test_bf16_scaled_plan);
         tcase_add_test(tc, test_tile);

@@ -192,6 +192,13 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t nb, size_t M, const 
     }
 }
 
+/* idot above runs its blocks one after the other. */
+static size_t idot_blocks(int32_t code, size_t M) {
+    (void)code;
+    (void)M;
+    return 1;
+}
+
 static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const int32_t *S,
                    size_t lds, float *C, size_t ldc, int first) {
     for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
@@ -325,6 +332,7 @@ const moeq__kern moeq__kern_portable = {
     .tile_bf16 = tile_bf16,
     .gemv_bf16 = gemv_bf16,
     .idot = idot,
+    .idot_blocks = idot_blocks,
     .iscale = iscale,
     .fscale = fscale,
     .fdot = fdot,

@@ -264,6 +264,13 @@ static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_
     }
 }
 
+/* idot_tile runs two blocks side by side, whatever the codes and rows. */
+static size_t idot_blocks(int32_t code, size_t M) {
+    (void)code;
+    (void)M;
+    return MOEQ__IDOT_BLOCKS;
+}
+
 /* ---- iscale and fscale ------------------------------------------------------------ */
 
 /* kern_avx2.c's with a block's 16 rows in one vector: the same products and
@@ -1044,6 +1051,7 @@ void moeq__kern_avx512_fill(moeq__kern *t, bool bf16) {
     t->gemv = gemv;
     t->tile = tile;
     t->idot = idot;
+    t->idot_blocks = idot_blocks;
     t->iscale = iscale;
     t->fscale = fscale;
     t->fdot = fdot;

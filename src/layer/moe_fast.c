@@ -635,14 +635,23 @@ static void proj_block_fp4(const fast *f, const moeq__proj *pj, size_t b, size_t
     for (size_t i = 0; i < M * 16 * nb; i++) C[i] = C[i] / d;
 }
 
-/* Blocks per kernel call for an expert's M rows: idot takes two, fdot two
- * for more than MOEQ__GEMV_MAX rows (with fewer, the AVX2 fdot runs its
- * blocks one at a time anyway: kern_avx2.c, FDOT_PAIR_M), the others one.
- * The scratch's Cg, Cu and Ci hold 16 * MOEQ__IDOT_BLOCKS columns a row. */
+/* Blocks per work item for an expert's M rows (more than MOEQ__GEMV_MAX):
+ * the int8 path's two (MOEQ__IDOT_BLOCKS), the fp4 path's two, the others
+ * one.  The scratch's Cg, Cu and Ci hold 16 * MOEQ__IDOT_BLOCKS columns a
+ * row. */
 _Static_assert(MOEQ__FDOT_BLOCKS <= MOEQ__IDOT_BLOCKS, "fdot's blocks fit the scratch");
-static int32_t blocks_per_call(const fast *f, size_t M) {
+static int32_t item_blocks(const fast *f, size_t M) {
     if (f->int8) return MOEQ__IDOT_BLOCKS;
     return f->fp4 && M > MOEQ__GEMV_MAX ? MOEQ__FDOT_BLOCKS : 1;
+}
+
+/* Blocks per kernel call on pj: idot as many as the table runs side by side
+ * (idot_blocks), fdot two for more than MOEQ__GEMV_MAX rows (with fewer,
+ * the AVX2 fdot runs its blocks one at a time anyway: kern_avx2.c,
+ * FDOT_PAIR_M), the others one. */
+static int32_t blocks_per_call(const fast *f, const moeq__proj *pj, size_t M) {
+    if (f->int8) return (int32_t)f->K->idot_blocks(pj->pk.code, M);
+    return item_blocks(f, M);
 }
 
 /* ---- the steps ---------------------------------------------------------------------- */
@@ -824,7 +833,7 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
      * (0.83x with 1 thread), wna16 0.93x, w8a8_fp8 0.93x, w4a16_mxfp4 and
      * w4a4_nvfp4 0.99-1.02x; T=32 0.97-1.00x.) */
     const bool gate_first = gated && M <= MOEQ__GEMV_MAX;
-    const int32_t step = blocks_per_call(f, M), end = it->b0 + it->nb;
+    const int32_t step = blocks_per_call(f, pu, M), end = it->b0 + it->nb;
     for (int32_t b = it->b0; gate_first && b < end; b += step) {
         const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         block_out(f, t, pg, (size_t)b, nb, M, xg, t->Cg);
@@ -890,7 +899,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     const float *rows[MOEQ__GEMV_MAX];
     const float *const *xg =
         f->int8 || f->fp4 ? t->xr : gemv_rows(f, t, pd, M, t->xr, f->fp8b, 0, rows);
-    const int32_t step = blocks_per_call(f, M), end = it->b0 + it->nb;
+    const int32_t step = blocks_per_call(f, pd, M), end = it->b0 + it->nb;
     for (int32_t b = it->b0; b < end; b += step) {
         const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
@@ -1095,7 +1104,7 @@ static size_t make_items(const fast *f, size_t out_rows, item *items) {
     for (size_t e = 0; e < f->E; e++) {
         size_t M = (size_t)(f->starts[e + 1] - f->starts[e]);
         if (!M) continue;
-        size_t per = M <= MOEQ__GEMV_MAX ? nblk : (size_t)blocks_per_call(f, M);
+        size_t per = M <= MOEQ__GEMV_MAX ? nblk : (size_t)item_blocks(f, M);
         /* A linear layer's one "expert" is all the work: its few rows still
          * go to every thread, a few runs of blocks each. */
         if (f->l->linear && M <= MOEQ__GEMV_MAX)

@@ -530,6 +530,17 @@ typedef struct moeq__packed {
                                 moeq__pk_fill by moeq__pk_bf16_scaled */
 } moeq__packed;
 
+/* Asks for the codes of columns [k0, k0 + nk) of block b ahead of use (clipped
+ * to the weight; nothing past its last block): the int8 and fp4 paths read
+ * codes once, from DRAM, between long runs of integer products. */
+static inline void moeq__pk_fetch_cols(const moeq__packed *pk, size_t b, size_t k0, size_t nk) {
+    if (b >= pk->blocks || k0 >= pk->cols) return;
+    if (k0 + nk > pk->cols) nk = pk->cols - k0;
+    const size_t per = MOEQ__PK_COL_BYTES(pk->code);
+    const uint8_t *p = pk->codes + b * pk->blk_code_bytes + k0 * per;
+    for (size_t o = 0; o < nk * per; o += 64) __builtin_prefetch(p + o, 0, 2);
+}
+
 /* Bytes per element of a scale kind.  Inline: the SIMD kernels ask once per
  * scale group, and a call there would clobber every vector register. */
 static inline size_t moeq__pk_scale_size(int32_t scale_kind) {
@@ -622,6 +633,21 @@ typedef struct moeq__i8row {
 /* b and ps of a row of cols codes q (cols a multiple of 8).  Portable C
  * shared by every table. */
 void moeq__i8row_fill(const int16_t *q, size_t cols, int8_t *b, int32_t *ps);
+
+/* idot_groups by a table's own idot and iscale: each group's columns in
+ * windows of at most MOEQ__IDOT_WIN (a window of the blocks stays in L1
+ * across the table's tiles of rows), into S, then scaled into C.  For more
+ * than MOEQ__TILE_MAX rows the codes of the windows two ahead are asked for
+ * first: between long runs of products they come from DRAM once.  Shared by
+ * the tables whose idot has no fused form for pk. */
+#define MOEQ__IDOT_WIN 256
+typedef void moeq__idot_fn(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk,
+                           size_t M, const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate);
+typedef void moeq__iscale_fn(const moeq__packed *pk, size_t blk, size_t g, size_t M,
+                             const int32_t *S, size_t lds, float *C, size_t ldc, int first);
+void moeq__idot_groups_by(moeq__idot_fn *idot, moeq__iscale_fn *iscale, const moeq__packed *pk,
+                          size_t blk, size_t nb, size_t M, const moeq__i8row *x, float *C,
+                          size_t ldc, int32_t *S, size_t lds);
 
 /* A row of NVFP4 activation codes as fdot reads it (cols a multiple of 16). */
 typedef struct moeq__fp4row {
@@ -720,13 +746,24 @@ typedef struct moeq__kern {
     void (*idot)(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_t nk, size_t M,
                  const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate);
     /* How many consecutive blocks (1 .. MOEQ__IDOT_BLOCKS) the caller should
-     * hand this table's idot per call for codes `code` (I8 or I4) and M rows:
-     * more than one where the table runs them side by side, one where it
-     * would run them one after the other (then a caller that walks the
-     * scale groups reads each block's codes from DRAM in order, one stream,
-     * instead of alternating between blocks every group).  Speed only: idot
-     * takes any nb and gives the same sums. */
+     * hand this table's idot_groups per call for codes `code` (I8 or I4) and
+     * M rows: more than one where the table runs them side by side, one
+     * where it would run them one after the other (then walking the scale
+     * groups reads each block's codes from DRAM in order, one stream,
+     * instead of alternating between blocks every group).  Speed only:
+     * idot and idot_groups take any nb and give the same results. */
     size_t (*idot_blocks)(int32_t code, size_t M);
+    /* idot and iscale over all of the blocks' scale groups in one call:
+     * for nb <= MOEQ__IDOT_BLOCKS consecutive blocks, m < M, i < nb, r < 16,
+     * C[m*ldc + 16 i + r] = sum over the groups g in order of float(S_g) *
+     * ks((blk + i)*16 + r, g), the first group's term assigned and each
+     * later one added (a product, then a sum), where S_g is the exact
+     * integer sum idot gives over group g's columns: the same bits as idot
+     * on each group (in windows of any width) followed by iscale, group
+     * after group.  gsize <= MOEQ__IDOT_KMAX.  S: M rows of lds >= 16 nb
+     * int32, scratch the kernel may use. */
+    void (*idot_groups)(const moeq__packed *pk, size_t blk, size_t nb, size_t M,
+                        const moeq__i8row *x, float *C, size_t ldc, int32_t *S, size_t lds);
     /* idot's sums into floats, one scale group g at a time: for m < M, r < 16,
      * t = float(S[m*lds + r]) * ks(blk*16 + r, g) (the kernel-unit scale, as
      * moeq__pk_ks), C[m*ldc + r] = first ? t : C[m*ldc + r] + t (a product,

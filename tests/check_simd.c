@@ -183,8 +183,8 @@ typedef struct shape {
 } shape;
 
 static const shape k_shapes[] = {
-    {1, 8, 8},      {15, 24, 8},    {16, 64, 16},   {17, 128, 32},
-    {33, 256, 128}, {40, 200, 200}, {16, 768, 128}, {50, 520, 8},
+    {1, 8, 8},      {15, 24, 8},    {16, 64, 16}, {17, 128, 32},   {33, 256, 128},
+    {40, 200, 200}, {16, 768, 128}, {50, 520, 8}, {18, 1024, 512},
 };
 
 /* idot on I8 and I4 blocks: the portable kernel is the exact integer dot
@@ -230,6 +230,40 @@ static void check_fscale(const moeq__packed *pk) {
                         if (S) ck_assert_uint_eq(bits(fs[m * LDF + r]), bits(want));
                     }
                 }
+            }
+        }
+    }
+}
+
+/* idot_groups of every table against its definition: the portable idot on
+ * each scale group's columns, each group's sums times its scales, the terms
+ * added in group order (the first assigned); columns past 16 nb untouched. */
+static void check_idot_groups(const moeq__packed *pk, size_t b, size_t nb, size_t M,
+                              const moeq__i8row *xs, size_t si) {
+    enum { MQ = 2 * MOEQ__IDOT_MAX + 1, LD = 16 * MOEQ__IDOT_BLOCKS + 4 };
+    const moeq__kern *tabs[2] = {&moeq__kern_portable, simd()};
+    int32_t sg[MQ * LD], scratch[MQ * LD];
+    float want[MQ * LD], got[MQ * LD];
+    for (size_t g = 0; g < pk->groups; g++) {
+        moeq__kern_portable.idot(pk, b, nb, g * pk->gsize, pk->gsize, M, xs, sg, LD, 0);
+        for (size_t m = 0; m < M; m++) {
+            for (size_t j = 0; j < 16 * nb; j++) {
+                const float t = (float)sg[m * LD + j] * moeq__pk_ks(pk, b * 16 + j, g);
+                want[m * LD + j] = g ? want[m * LD + j] + t : t;
+            }
+        }
+    }
+    for (int v = 0; v < 2 && tabs[v]; v++) {
+        for (size_t i = 0; i < MQ * LD; i++) got[i] = -7.0f;
+        tabs[v]->idot_groups(pk, b, nb, M, xs, got, LD, scratch, LD);
+        for (size_t m = 0; m < M; m++) {
+            for (size_t j = 0; j < LD; j++) {
+                const uint32_t w = j < 16 * nb ? bits(want[m * LD + j]) : bits(-7.0f);
+                ck_assert_msg(bits(got[m * LD + j]) == w,
+                              "%s idot_groups M=%zu nb=%zu shape %zu block %zu col %zu: %a, want "
+                              "%a",
+                              tabs[v]->name, M, nb, si, b, j, (double)got[m * LD + j],
+                              (double)moeq__bits_f32(w));
             }
         }
     }
@@ -301,6 +335,7 @@ static void check_idot(const moeq__packed *pk, size_t C, size_t si) {
                         }
                     }
                 }
+                check_idot_groups(pk, b, nb, M, xs, si);
                 if (!S) continue;
                 S->idot(pk, b, nb, 0, C, M, xs, cs, LD, 0);
                 for (size_t m = 0; m < M; m++) {

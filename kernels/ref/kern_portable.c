@@ -210,6 +210,12 @@ static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
     }
 }
 
+/* idot and iscale group by group (kernels.h). */
+static void idot_groups(const moeq__packed *pk, size_t blk, size_t nb, size_t M,
+                        const moeq__i8row *x, float *C, size_t ldc, int32_t *S, size_t lds) {
+    moeq__idot_groups_by(idot, iscale, pk, blk, nb, M, x, C, ldc, S, lds);
+}
+
 static void fscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const float *S,
                    size_t lds, const float *const *xs, float *C, size_t ldc, int first) {
     for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
@@ -333,6 +339,7 @@ const moeq__kern moeq__kern_portable = {
     .gemv_bf16 = gemv_bf16,
     .idot = idot,
     .idot_blocks = idot_blocks,
+    .idot_groups = idot_groups,
     .iscale = iscale,
     .fscale = fscale,
     .fdot = fdot,

@@ -347,6 +347,26 @@ void moeq__i8row_fill(const int16_t *q, size_t cols, int8_t *b, int32_t *ps) {
     }
 }
 
+void moeq__idot_groups_by(moeq__idot_fn *idot, moeq__iscale_fn *iscale, const moeq__packed *pk,
+                          size_t blk, size_t nb, size_t M, const moeq__i8row *x, float *C,
+                          size_t ldc, int32_t *S, size_t lds) {
+    const size_t W = MOEQ__IDOT_WIN;
+    const bool ahead = M > MOEQ__TILE_MAX;
+    for (size_t i = 0; i < nb && ahead; i++) moeq__pk_fetch_cols(pk, blk + i, 0, 2 * W);
+    for (size_t g = 0; g < pk->groups; g++) {
+        const size_t g0 = g * pk->gsize, g1 = g0 + pk->gsize;
+        for (size_t k0 = g0; k0 < g1; k0 += W) {
+            const size_t nk = g1 - k0 < W ? g1 - k0 : W;
+            for (size_t i = 0; i < nb && ahead; i++)
+                moeq__pk_fetch_cols(pk, blk + i, k0 + 2 * W, W);
+            idot(pk, blk, nb, k0, nk, M, x, S, lds, k0 > g0);
+        }
+        for (size_t i = 0; i < nb; i++) {
+            iscale(pk, blk + i, g, M, S + 16 * i, lds, C + 16 * i, ldc, g == 0);
+        }
+    }
+}
+
 float moeq__pk_kv(const moeq__packed *pk, size_t r, size_t c) {
     const uint8_t *bc = pk->codes + (r / MOEQ__PK_ROWS) * pk->blk_code_bytes;
     const size_t rr = r % MOEQ__PK_ROWS;

@@ -286,6 +286,12 @@ static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
     }
 }
 
+/* idot and iscale group by group (kernels.h). */
+static void idot_groups(const moeq__packed *pk, size_t blk, size_t nb, size_t M,
+                        const moeq__i8row *x, float *C, size_t ldc, int32_t *S, size_t lds) {
+    moeq__idot_groups_by(idot, iscale, pk, blk, nb, M, x, C, ldc, S, lds);
+}
+
 static void fscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const float *S,
                    size_t lds, const float *const *xs, float *C, size_t ldc, int first) {
     const __m512 s = scales16(pk, blk, g);
@@ -1052,6 +1058,7 @@ void moeq__kern_avx512_fill(moeq__kern *t, bool bf16) {
     t->tile = tile;
     t->idot = idot;
     t->idot_blocks = idot_blocks;
+    t->idot_groups = idot_groups;
     t->iscale = iscale;
     t->fscale = fscale;
     t->fdot = fdot;

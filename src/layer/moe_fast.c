@@ -388,18 +388,6 @@ static float tensor_scale(int32_t kind, float amax) {
 
 /* ---- one 16-row block of a projection ---------------------------------------------- */
 
-/* Asks for the codes of columns [k0, k0 + nk) of block b ahead of use: the
- * int8 and fp4 paths read them once, from DRAM, between long runs of
- * integer products.  (The float path's panels fetch their next panel's
- * codes themselves, spread over the decode.) */
-static void prefetch_cols(const moeq__packed *pk, size_t b, size_t k0, size_t nk) {
-    if (b >= pk->blocks || k0 >= pk->cols) return;
-    if (k0 + nk > pk->cols) nk = pk->cols - k0;
-    const size_t per = MOEQ__PK_COL_BYTES(pk->code);
-    const uint8_t *p = pk->codes + b * pk->blk_code_bytes + k0 * per;
-    for (size_t o = 0; o < nk * per; o += 64) __builtin_prefetch(p + o, 0, 2);
-}
-
 /* Scale groups narrower than this keep the float path unless the panels can
  * hold scaled values (scaled_panels): each group's sums need their own
  * tile_bf16 calls and scaling, and with groups of 32 columns (w4a16_mxfp4,
@@ -556,31 +544,15 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
 }
 
 /* The int8 path's blocks b .. b + nb - 1 (nb <= MOEQ__IDOT_BLOCKS):
- * C[m*16 nb + 16 i + r] = sum_g ks(r, g) * S(m, r, g) for block
- * b + i, with S the exact integer sum of one scale group's code products
- * (idot on both blocks at once and all the rows, on column windows of KB,
- * so a window of the blocks stays in L1 across the kernel's tiles of rows
- * and the AVX2 int4 idot decodes it once), the groups' terms added in
- * group order (iscale).  Nothing depends on M, nb or the tiling: a token's
- * result is the same whatever it is batched with. */
+ * C[m*16 nb + 16 i + r] = sum_g ks(r, g) * S(m, r, g) for block b + i,
+ * with S the exact integer sum of one scale group's code products, the
+ * groups' terms added in group order (kernels.h, idot_groups; each table
+ * walks the groups and windows as its kernels need).  Nothing depends on
+ * M, nb or the tiling: a token's result is the same whatever it is batched
+ * with. */
 static void proj_block_int(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b,
                            size_t nb, size_t M, const moeq__i8row *xc, float *C) {
-    const moeq__packed *pk = &pj->pk;
-    const size_t ld = 16 * nb;
-    for (size_t i = 0; i < nb && M > MOEQ__TILE_MAX; i++) prefetch_cols(pk, b + i, 0, 2 * KB);
-    for (size_t g = 0; g < pk->groups; g++) {
-        const size_t g0 = g * pk->gsize, g1 = g0 + pk->gsize;
-        for (size_t k0 = g0; k0 < g1; k0 += KB) {
-            const size_t nk = g1 - k0 < KB ? g1 - k0 : KB;
-            for (size_t i = 0; i < nb && M > MOEQ__TILE_MAX; i++) {
-                prefetch_cols(pk, b + i, k0 + 2 * KB, KB);
-            }
-            f->K->idot(pk, b, nb, k0, nk, M, xc, t->Ci, ld, k0 > g0);
-        }
-        for (size_t i = 0; i < nb; i++) {
-            f->K->iscale(pk, b + i, g, M, t->Ci + 16 * i, ld, C + 16 * i, ld, g == 0);
-        }
-    }
+    f->K->idot_groups(&pj->pk, b, nb, M, xc, C, 16 * nb, t->Ci, 16 * nb);
 }
 
 /* A block's outputs, y[r] = c[r] for r < n (n <= 32), copied 64 bytes at a
@@ -629,7 +601,7 @@ static void times_xsc_out(float *restrict y, const float *restrict c, float xsc,
 static void proj_block_fp4(const fast *f, const moeq__proj *pj, size_t b, size_t nb, size_t M,
                            const moeq__fp4row *x, float *C) {
     const moeq__packed *pk = &pj->pk;
-    for (size_t i = 0; i < nb && M > 1; i++) prefetch_cols(pk, b + nb + i, 0, 2 * KB);
+    for (size_t i = 0; i < nb && M > 1; i++) moeq__pk_fetch_cols(pk, b + nb + i, 0, 2 * KB);
     f->K->fdot(pk, b, nb, M, x, C, 16 * nb);
     const float d = pk->gdiv * 0x1p-8f * 4.0f * pj->act_scale;
     for (size_t i = 0; i < M * 16 * nb; i++) C[i] = C[i] / d;
@@ -848,9 +820,9 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
             /* up's blocks come next; the following blocks soon after, here or
              * on another core (L3 is shared) */
             for (size_t i = 0; i < nb; i++) {
-                prefetch_cols(&pu->pk, (size_t)b + i, 0, 2 * KB);
-                if (gated) prefetch_cols(&pg->pk, (size_t)b + nb + i, 0, 2 * KB);
-                prefetch_cols(&pu->pk, (size_t)b + nb + i, 0, 2 * KB);
+                moeq__pk_fetch_cols(&pu->pk, (size_t)b + i, 0, 2 * KB);
+                if (gated) moeq__pk_fetch_cols(&pg->pk, (size_t)b + nb + i, 0, 2 * KB);
+                moeq__pk_fetch_cols(&pu->pk, (size_t)b + nb + i, 0, 2 * KB);
             }
         }
         size_t j0 = (size_t)b * 16, nj = f->I - j0 < ld ? f->I - j0 : ld;
@@ -904,7 +876,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
         const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
             for (size_t i = 0; i < nb; i++) { /* the panels fetch their own */
-                prefetch_cols(&pd->pk, (size_t)b + nb + i, 0, 2 * KB);
+                moeq__pk_fetch_cols(&pd->pk, (size_t)b + nb + i, 0, 2 * KB);
             }
         }
         if (f->int8) { /* times xsc as it goes out, below */

@@ -5,11 +5,15 @@
  * kern_avx2.c CMake's MOEQ_AB_KERNELS names; with --avx512 they are avx512
  * ones, the old one the library's AVX2 table with the AVX-512 kernels of the
  * kern_avx512.c MOEQ_AB_KERNELS512 names (as the library builds its own).
- * Both default to the tree's own files: an A/A run.  Two contexts run the
- * same layers, each with its table; the calls alternate, and which table
- * goes first alternates too, so that the host's drift falls on both.  The
- * tables must agree bit for bit (kernels.h), so after every pair the two
- * outputs are compared.
+ * Both default to the tree's own files: an A/A run.  An old file must
+ * define every entry the table has now: a kern_avx2.c from before
+ * idot_blocks and idot_groups leaves them NULL (add the two, as
+ * kernels.h describes them, to compare it); a kern_avx512.c without them
+ * leaves the AVX2 table's, whose int8 path runs the AVX2 idot.  Two
+ * contexts run the same layers, each with its table; the calls alternate,
+ * and which table goes first alternates too, so that the host's drift
+ * falls on both.  The tables must agree bit for bit (kernels.h), so after
+ * every pair the two outputs are compared.
  *
  * usage: kern_ab [--avx512] SCHEME T [THREADS [PAIRS]]   (THREADS default 2, PAIRS 9)
  *

@@ -964,9 +964,10 @@ AI __m256i x_pair(const int16_t *x, size_t k) {
     return _mm256_set1_epi32(pair);
 }
 
-/* Up to 6 tokens against one block of int8 codes, column pairs by i8_pairs. */
+/* Up to 6 tokens against one block of int8 codes, column pairs by i8_pairs;
+ * with pf, the codes 2 KiB ahead are asked for as it goes. */
 AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const moeq__i8row *x, int32_t *C,
-                  size_t ldc, int accumulate, const int M) {
+                  size_t ldc, int accumulate, const int M, int pf) {
     const __m256i z = _mm256_setzero_si256();
     __m256i a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z, a40 = z,
             a41 = z, a50 = z, a51 = z;
@@ -984,6 +985,7 @@ AI void idot_impl(const uint8_t *bc, size_t k0, size_t nk, const moeq__i8row *x,
 #undef LD
     for (size_t k = k0; k < k0 + nk; k += 2) {
         __m256i w0, w1;
+        if (pf && (k & 3) == 0) PF(bc, k, MOEQ__PK_I8);
         i8_pairs(bc + k * MOEQ__PK_ROWS, &w0, &w1);
 #define ROW(m, xp, a, b)                                                                           \
     if (M > m) {                                                                                   \
@@ -1225,17 +1227,18 @@ static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_
             continue;
         }
         const size_t ntile = moeq__ntiles(M, MOEQ__TILE_MAX);
+        const int pf = M > 4;
         for (size_t t = 0, m0 = 0; t < ntile; t++) {
             const size_t mt = moeq__tile_rows(M, ntile, t);
             const moeq__i8row *xt = x + m0;
             int32_t *Ct = Ci + m0 * ldc;
             switch (mt) {
-                case 1: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 1); break;
-                case 2: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 2); break;
-                case 3: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 3); break;
-                case 4: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 4); break;
-                case 5: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 5); break;
-                default: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 6); break;
+                case 1: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 1, pf); break;
+                case 2: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 2, pf); break;
+                case 3: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 3, pf); break;
+                case 4: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 4, pf); break;
+                case 5: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 5, pf); break;
+                default: idot_impl(bc, k0, nk, xt, Ct, ldc, accumulate, 6, pf); break;
             }
             m0 += mt;
         }

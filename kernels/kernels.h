@@ -747,10 +747,10 @@ typedef struct moeq__kern {
                  const moeq__i8row *x, int32_t *C, size_t ldc, int accumulate);
     /* How many consecutive blocks (1 .. MOEQ__IDOT_BLOCKS) the caller should
      * hand this table's idot_groups per call for codes `code` (I8 or I4) and
-     * M rows: more than one where the table runs them side by side, one
-     * where it would run them one after the other (then walking the scale
-     * groups reads each block's codes from DRAM in order, one stream,
-     * instead of alternating between blocks every group).  Speed only:
+     * M rows: the number its kernels run fastest as measured (one makes
+     * walking the scale groups read a block's codes from DRAM in order,
+     * one stream, instead of alternating between blocks every group; more
+     * share each activation load among the blocks).  Speed only:
      * idot and idot_groups take any nb and give the same results. */
     size_t (*idot_blocks)(int32_t code, size_t M);
     /* idot and iscale over all of the blocks' scale groups in one call:

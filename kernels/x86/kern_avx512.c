@@ -114,7 +114,8 @@ AI __m512i bcast4(const int8_t *p) {
  * fetched PF_AHEAD bytes ahead, past the block's end too (the next block is
  * usually next), as in kern_avx2.c; the hardware prefetchers alone let a
  * busy core's cold gemv fall to about half of the loads-only read rate.
- * (idot uses it for I4 codes, and for I8 ones with more than 4 tokens.) */
+ * (idot uses it for I4 codes, and for I8 ones with more than 4 tokens or
+ * in one block.) */
 #ifndef PF_AHEAD
 #define PF_AHEAD 2048
 #endif
@@ -166,17 +167,18 @@ AI void idot_impl(const uint8_t *bc, size_t bstride, size_t k0, size_t nk, const
 #undef DECL
     for (size_t k = k0; k < k0 + nk; k += 8) {
         /* I4 codes fetched ahead as gemv's are (w4a8_int8, T=1: 0.80-0.88x
-         * the time without).  I8 ones only for more than 4 tokens: at T=1
-         * the fetch made w8a8_int8 1.08-1.19x slower (1, 2, 4 and 8 KiB
-         * ahead, an earlier AVX-512 host), while with many tokens the
-         * kernel runs long enough per window to hide it (Zen 5, 2 threads,
-         * kern_ab --avx512: T=512 0.80x the time, T=128 0.85x; one thread,
-         * cold windows of 256 columns for 32 tokens: 1.4-1.6x the rate,
-         * 0.83-0.95 of the hot one) */
+         * the time without).  I8 ones for more than 4 tokens, or one block:
+         * two blocks of I8 codes for few tokens, the fetch made w8a8_int8
+         * 1.08-1.19x slower at T=1 (1, 2, 4 and 8 KiB ahead, an earlier
+         * AVX-512 host), while with many tokens the kernel runs long enough
+         * per window to hide it (Zen 5, 2 threads, kern_ab --avx512: T=512
+         * 0.80x the time, T=128 0.85x; one thread, cold windows of 256
+         * columns for 32 tokens: 1.4-1.6x the rate, 0.83-0.95 of the hot
+         * one), and one block, as idot_blocks hands up to 4 tokens, reads
+         * faster with it (Zen 5: T=1 0.88-0.93x, T=32 0.90x) */
         if (i4) PF8(bc, k, MOEQ__PK_I4);
         if (i4 && NB == 2) PF8(bc1, k, MOEQ__PK_I4);
-        if (!i4 && M > 4) PF8(bc, k, MOEQ__PK_I8);
-        if (!i4 && M > 4 && NB == 2) PF8(bc1, k, MOEQ__PK_I8);
+        if (!i4 && (M > 4 || NB == 1)) PF8(bc, k, MOEQ__PK_I8);
         /* columns k..k+3 */
         __m512i w0 = i4 ? i4_quad(bc + k * 8, 0) : i8_quad(bc + k * 16);
         __m512i w1 = NB == 1 ? z : i4 ? i4_quad(bc1 + k * 8, 0) : i8_quad(bc1 + k * 16);

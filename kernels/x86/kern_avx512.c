@@ -735,7 +735,12 @@ static void fdot(const moeq__packed *pk, size_t blk, size_t nb, size_t M, const 
  * load of the panel and one broadcast FMA per token, each element the same
  * one chain in k order (kernels.h).  Up to MOEQ__TILE_Z_MAX tokens a pass
  * (the AVX2 tile's 6 x 2 ymm chains become 12 zmm ones): a 4-cycle FMA on
- * two ports needs 8 chains in flight, which 6 tokens would not give. */
+ * two ports needs 8 chains in flight, which 6 tokens would not give.  Two
+ * columns a loop pass: with 11 or 12 row pointers GCC keeps two of them in
+ * xmm registers and moves them back every pass (Zen 5, 2 threads, kern_ab
+ * --avx512 against one column a pass: T=512 w8a8_mxfp8 0.97-0.98x the
+ * time, wna16 0.96-0.97x, w6a8_mxfp6 0.99x; four columns a pass: 1.00x
+ * and 1.04x). */
 #define TILE_TOKENS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 _Static_assert(MOEQ__TILE_Z_MAX == 12, "TILE_TOKENS names MOEQ__TILE_Z_MAX tokens");
 AI void tile_z(const float *P, size_t nk, const float *const *x, float *C, size_t ldc,
@@ -746,7 +751,20 @@ AI void tile_z(const float *P, size_t nk, const float *const *x, float *C, size_
     const float *x##m = M > m ? x[m] : NULL;
     TILE_TOKENS(DECL)
 #undef DECL
-    for (size_t k = 0; k < nk; k++) {
+    size_t k = 0;
+    for (; k + 2 <= nk; k += 2) {
+        const __m512 p = _mm512_loadu_ps(P + k * MOEQ__PK_ROWS);
+        const __m512 q = _mm512_loadu_ps(P + (k + 1) * MOEQ__PK_ROWS);
+#define ROW(m)                                                                                     \
+    if (M > m) c##m = _mm512_fmadd_ps(p, _mm512_set1_ps(x##m[k]), c##m);
+        TILE_TOKENS(ROW)
+#undef ROW
+#define ROW(m)                                                                                     \
+    if (M > m) c##m = _mm512_fmadd_ps(q, _mm512_set1_ps(x##m[k + 1]), c##m);
+        TILE_TOKENS(ROW)
+#undef ROW
+    }
+    for (; k < nk; k++) {
         const __m512 p = _mm512_loadu_ps(P + k * MOEQ__PK_ROWS);
 #define ROW(m)                                                                                     \
     if (M > m) c##m = _mm512_fmadd_ps(p, _mm512_set1_ps(x##m[k]), c##m);

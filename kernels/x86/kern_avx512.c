@@ -2,9 +2,10 @@
  * kern_avx512.c - kernels for AVX-512 F/BW/VL with VNNI and VBMI (compiled
  * with those flags only; cpu.c checks the CPU and OS first).  The "avx512"
  * table is the AVX2 table with gemv, tile, idot, idot_blocks, idot_groups,
- * iscale, fscale, fdot, the E4M3 panel and panel_bf16 replaced by the ones
- * here, and tile_bf16 and gemv_bf16 where the CPU has AVX512_BF16; each
- * gives the same bits as its AVX2 twin (tests/check_simd.c).
+ * iscale, fscale, fdot, the NIB, I8 and E4M3 panels and panel_bf16
+ * replaced by the ones here, and tile_bf16 and gemv_bf16 where the CPU has
+ * AVX512_BF16; each gives the same bits as its AVX2 twin
+ * (tests/check_simd.c).
  *
  * gemv and panel: kern_avx2.c's with one 16-lane vector where it has two
  * 8-lane ones (a block's 16 rows), the same operations in the same order;
@@ -26,9 +27,7 @@
  * rate; on Zen 4, which splits a zmm FMA in two, a 16-lane tile of 6
  * tokens had run as the AVX2 one).
  *
- * Not here, measured against the AVX2 kernels in the same loop (kern_bench,
- * hot, a Zen 4 host): the 16-lane panels of int4, NIB and I8 codes ran at
- * 0.85-0.93x.
+ * Not here: the 16-lane panel of I4 codes (see panel_z).
  */
 #include "kernels.h"
 
@@ -599,7 +598,7 @@ AI void gemv_z(const moeq__packed *pk, size_t blk, const float *const *x, float 
 }
 
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
-                 size_t ldy) {
+                 size_t ldy){
 #define CALL(code, m) gemv_z(pk, blk, x, y, ldy, code, m)
     MOEQ__GEMV_DISPATCH(CALL)
 #undef CALL
@@ -610,21 +609,26 @@ static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *cons
 /* E4M3 codes: kern_avx2.c's panel with 16-lane vectors, P = kv * ks (one
  * product).  The other codes keep the AVX2 panel, which ran faster here
  * (kern_bench, hot: 16-lane panels at 0.85-0.93x its rate, E4M3 at 1.10-1.16x). */
-static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P) {
-    if (pk->code != MOEQ__PK_E4M3) {
-        moeq__kern_avx2.panel(pk, blk, k0, nk, P);
-        return;
-    }
+/* kern_avx2.c's panels of NIB, I8 and E4M3 codes, 16 rows a vector: the
+ * codes times the group's scales, the next panel's codes fetched as it
+ * goes.  Zen 5, 2 threads, kern_ab --avx512 against the AVX2 NIB and I8
+ * panels: w4a8_mxfp4 T=512 0.97x the time, T=128 0.93x; w4a16_mxfp4 0.99x
+ * and 0.98x; w6a8_mxfp6 0.98x and 0.94x; w6a16_mxfp6 0.99x and 0.96x.  I4
+ * codes stay on kern_avx2.c's panel_i4: a 16-lane one made wna16's T=512
+ * 1.05x slower there (and every 16-lane one 0.85-0.93x the rate on a Zen
+ * 4, whose 512-bit operations run as two halves). */
+AI void panel_z(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P,
+                const int code) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;
     const size_t k1 = k0 + nk;
+    const __m512i tab = code == MOEQ__PK_NIB ? nib_tab(pk) : _mm512_setzero_si512();
     for (size_t k = k0; k < k1;) {
         const size_t g = k / pk->gsize;
         const size_t kend = (g + 1) * pk->gsize < k1 ? (g + 1) * pk->gsize : k1;
         const __m512 s = scales16(pk, blk, g);
         for (; k < kend; k += 8) {
-            /* the next panel's codes, as kern_avx2.c's panels fetch them */
-            PF8_AT(bc, (k + nk) * MOEQ__PK_COL_BYTES(MOEQ__PK_E4M3), MOEQ__PK_E4M3);
-            COLS8(bc, k, MOEQ__PK_E4M3, _mm512_setzero_si512())
+            PF8_AT(bc, (k + nk) * MOEQ__PK_COL_BYTES(code), code);
+            COLS8(bc, k, code, tab)
             float *o = P + (k - k0) * MOEQ__PK_ROWS;
             _mm512_storeu_ps(o, _mm512_mul_ps(f0, s));
             _mm512_storeu_ps(o + 16, _mm512_mul_ps(f1, s));
@@ -635,6 +639,15 @@ static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, floa
             _mm512_storeu_ps(o + 96, _mm512_mul_ps(f6, s));
             _mm512_storeu_ps(o + 112, _mm512_mul_ps(f7, s));
         }
+    }
+}
+
+static void panel(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P) {
+    switch (pk->code) {
+        case MOEQ__PK_I4: moeq__kern_avx2.panel(pk, blk, k0, nk, P); break;
+        case MOEQ__PK_NIB: panel_z(pk, blk, k0, nk, P, MOEQ__PK_NIB); break;
+        case MOEQ__PK_I8: panel_z(pk, blk, k0, nk, P, MOEQ__PK_I8); break;
+        default: panel_z(pk, blk, k0, nk, P, MOEQ__PK_E4M3); break;
     }
 }
 

@@ -135,9 +135,9 @@ AI void iscale_row(__m512i r, __m512 s, float *c, int first) {
     _mm512_storeu_ps(c, first ? t : _mm512_add_ps(_mm512_loadu_ps(c), t));
 }
 
-/* Where idot_impl puts a whole scale group's sums when idot_groups fuses
- * the two steps: through iscale_row into F (rows ldc apart), block 0's
- * scales s0, block 1's s1; without one (NULL), the int32 sums go to C. */
+/* Where idot_impl puts a scale group's sums when idot_groups fuses the two
+ * steps: through iscale_row into F (rows ldc apart), block 0's scales s0,
+ * block 1's s1; without one (NULL), the int32 sums go to C. */
 typedef struct iscaled {
     float *F;
     __m512 s0, s1;
@@ -150,8 +150,8 @@ typedef struct iscaled {
  * (block 1) per token; where few tokens would leave vpdpbusd waiting on its
  * own results (M * NB <= 6) columns j+4..j+7 of each 8 go to second chains
  * b and d.  Named variables, not arrays: GCC keeps these in registers.
- * With sc, [k0, k0 + nk) is one scale group and its sums go through
- * iscale_row (C is not used). */
+ * With sc, [k0, k0 + nk) ends a scale group and its sums (plus C's, with
+ * accumulate) go through iscale_row instead of to C. */
 #define IDOT_TOKENS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 AI void idot_impl(const uint8_t *bc, size_t bstride, size_t k0, size_t nk, const moeq__i8row *x,
                   int32_t *C, size_t ldc, int accumulate, const int M, const int NB, const int i4,
@@ -215,18 +215,18 @@ AI void idot_impl(const uint8_t *bc, size_t bstride, size_t k0, size_t nk, const
         const __m512i corr = _mm512_set1_epi32((int)(off * sx));                                   \
         int32_t *cm = C + (size_t)(m)*ldc;                                                         \
         __m512i r = _mm512_sub_epi32(two ? _mm512_add_epi32(a##m, b##m) : a##m, corr);             \
+        if (accumulate) r = _mm512_add_epi32(r, _mm512_loadu_si512(cm));                           \
         if (sc) {                                                                                  \
             iscale_row(r, sc->s0, sc->F + (size_t)(m)*ldc, sc->first);                             \
         } else {                                                                                   \
-            if (accumulate) r = _mm512_add_epi32(r, _mm512_loadu_si512(cm));                       \
             _mm512_storeu_si512(cm, r);                                                            \
         }                                                                                          \
         if (NB == 2) {                                                                             \
             r = _mm512_sub_epi32(two ? _mm512_add_epi32(c##m, d##m) : c##m, corr);                 \
+            if (accumulate) r = _mm512_add_epi32(r, _mm512_loadu_si512(cm + 16));                  \
             if (sc) {                                                                              \
                 iscale_row(r, sc->s1, sc->F + (size_t)(m)*ldc + 16, sc->first);                    \
             } else {                                                                               \
-                if (accumulate) r = _mm512_add_epi32(r, _mm512_loadu_si512(cm + 16));              \
                 _mm512_storeu_si512(cm + 16, r);                                                   \
             }                                                                                      \
         }                                                                                          \
@@ -319,16 +319,17 @@ static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
     }
 }
 
-/* idot and iscale group by group (kernels.h).  Where a group fits a window
- * (gsize <= MOEQ__IDOT_WIN), in one pass: each tile's sums over the group
- * are scaled into C from its registers (idot_impl with an iscaled), in the
- * order moeq__idot_groups_by runs (groups, then tiles, the codes of the
- * windows two ahead asked for with as many rows), without the round trip
- * through S or a call per group and block to iscale.  Zen 5, 2 threads,
- * kern_ab --avx512 against that driver: w4a8_int8 (groups of 128) T=1
- * 0.91-0.96x the time, T=32 0.95x, T=128 0.96x, T=512 0.95x.  Larger groups
- * (a channel's whole row) take several windows, their sums kept in S
- * between them: idot, then iscale. */
+/* idot and iscale group by group (kernels.h), in one pass: each group's
+ * columns in windows of at most MOEQ__IDOT_WIN, in the order
+ * moeq__idot_groups_by runs them (groups, windows, tiles; the codes of the
+ * windows two ahead asked for with more than MOEQ__TILE_MAX rows), the
+ * int32 sums of a group's earlier windows kept in S and its last window's
+ * scaled into C from registers (idot_impl with an iscaled): no reload of S
+ * and no call per group and block to iscale.  Zen 5, 2 threads, kern_ab
+ * --avx512 against that driver, for groups of one window: w4a8_int8
+ * (groups of 128) T=1 0.91-0.96x the time, T=32 0.95x, T=128 0.96x, T=512
+ * 0.95x; for a channel's whole row (8 windows): w8a8_int8 T=512 0.975x,
+ * T=128 0.98x. */
 static void idot_groups(const moeq__packed *pk, size_t blk, size_t nb, size_t M,
                         const moeq__i8row *x, float *C, size_t ldc, int32_t *S, size_t lds) {
     const size_t W = MOEQ__IDOT_WIN, gs = pk->gsize;
@@ -338,25 +339,27 @@ static void idot_groups(const moeq__packed *pk, size_t blk, size_t nb, size_t M,
      * T=128 0.91x; w8a8_int8, one group, 1.00x; the AVX2 table there
      * 1.00x, so it has none) */
     moeq__pk_fetch_scales(pk, blk, 2 * nb);
-    if (gs > W) {
-        moeq__idot_groups_by(idot, iscale, pk, blk, nb, M, x, C, ldc, S, lds);
-        return;
-    }
     const bool ahead = M > MOEQ__TILE_MAX;
     const size_t ntile = moeq__ntiles(M, MOEQ__IDOT_MAX);
     for (size_t i = 0; i < nb && ahead; i++) moeq__pk_fetch_cols(pk, blk + i, 0, 2 * W);
     for (size_t g = 0; g < pk->groups; g++) {
-        const size_t k0 = g * gs;
-        for (size_t i = 0; i < nb && ahead; i++) moeq__pk_fetch_cols(pk, blk + i, k0 + 2 * W, gs);
-        iscaled sc = {C, _mm512_setzero_ps(), _mm512_setzero_ps(), g == 0};
-        for (size_t i = 0; i < nb; i += 2) {
-            sc.s0 = scales16(pk, blk + i, g);
-            if (nb - i >= 2) sc.s1 = scales16(pk, blk + i + 1, g);
-            for (size_t t = 0, m0 = 0; t < ntile; t++) {
-                const size_t mt = moeq__tile_rows(M, ntile, t);
-                sc.F = C + 16 * i + m0 * ldc;
-                idot_tile(pk, blk + i, nb - i >= 2 ? 2 : 1, k0, gs, mt, x + m0, S, lds, 0, &sc);
-                m0 += mt;
+        const size_t g0 = g * gs, g1 = g0 + gs;
+        for (size_t k0 = g0; k0 < g1; k0 += W) {
+            const size_t nk = g1 - k0 < W ? g1 - k0 : W;
+            for (size_t i = 0; i < nb && ahead; i++) {
+                moeq__pk_fetch_cols(pk, blk + i, k0 + 2 * W, nk);
+            }
+            for (size_t i = 0; i < nb; i += 2) {
+                const size_t n = nb - i >= 2 ? 2 : 1;
+                iscaled sc = {C, scales16(pk, blk + i, g), _mm512_setzero_ps(), g == 0};
+                if (n == 2) sc.s1 = scales16(pk, blk + i + 1, g);
+                for (size_t t = 0, m0 = 0; t < ntile; t++) {
+                    const size_t mt = moeq__tile_rows(M, ntile, t);
+                    sc.F = C + 16 * i + m0 * ldc;
+                    idot_tile(pk, blk + i, n, k0, nk, mt, x + m0, S + 16 * i + m0 * lds, lds,
+                              k0 > g0, k0 + nk == g1 ? &sc : NULL);
+                    m0 += mt;
+                }
             }
         }
     }

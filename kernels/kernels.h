@@ -541,16 +541,6 @@ static inline void moeq__pk_fetch_cols(const moeq__packed *pk, size_t b, size_t 
     for (size_t o = 0; o < nk * per; o += 64) __builtin_prefetch(p + o, 0, 2);
 }
 
-/* Asks for the scales of blocks b .. b + nb - 1 (all their groups) ahead of
- * their use: a block's scales sit apart from its codes, one cache line per
- * group or less, which the codes' own fetches never bring. */
-static inline void moeq__pk_fetch_scales(const moeq__packed *pk, size_t b, size_t nb) {
-    if (b >= pk->blocks) return;
-    if (b + nb > pk->blocks) nb = pk->blocks - b;
-    const uint8_t *p = pk->scales + b * pk->blk_scale_bytes;
-    for (size_t o = 0; o < nb * pk->blk_scale_bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-}
-
 /* Bytes per element of a scale kind.  Inline: the SIMD kernels ask once per
  * scale group, and a call there would clobber every vector register. */
 static inline size_t moeq__pk_scale_size(int32_t scale_kind) {

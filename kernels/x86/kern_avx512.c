@@ -297,10 +297,10 @@ static void idot(const moeq__packed *pk, size_t blk, size_t nb, size_t k0, size_
  * for up to 4 rows one block a call runs faster: the int8 path then reads
  * one block's codes group after group, one stream, where two blocks
  * alternate between two every group.  Zen 5, 2 threads, kern_ab --avx512
- * against two blocks for every M: w4a8_int8 T=1 0.78-0.85x the time (with
- * the fused idot_groups below in both), T=32 0.79x; w8a8_int8 T=1
- * 0.94-0.97x, T=32 0.96x.  One block for every M: w4a8_int8 T=128 1.06x,
- * T=512 1.02x; for up to 8 rows, T=128 1.03x what up to 4 gives. */
+ * against this file asking for two blocks for every M: w4a8_int8 T=1 0.85x
+ * the time, T=32 0.80x; w8a8_int8 (with the I8 fetch one block allows) T=1
+ * 0.83x, T=32 0.86x.  One block for every M: w4a8_int8 T=128 1.06x, T=512
+ * 1.02x; for up to 8 rows, T=128 1.03x what up to 4 gives. */
 static size_t idot_blocks(int32_t code, size_t M) {
     (void)code;
     return M <= 4 ? 1 : MOEQ__IDOT_BLOCKS;
@@ -333,12 +333,6 @@ static void iscale(const moeq__packed *pk, size_t blk, size_t g, size_t M, const
 static void idot_groups(const moeq__packed *pk, size_t blk, size_t nb, size_t M,
                         const moeq__i8row *x, float *C, size_t ldc, int32_t *S, size_t lds) {
     const size_t W = MOEQ__IDOT_WIN, gs = pk->gsize;
-    /* this call's scales and the next blocks': read after each group's
-     * products, they had stalled on DRAM (w4a8_int8 on Zen 5, kern_ab
-     * --avx512 against the same code without: T=512 0.93-0.96x the time,
-     * T=128 0.91x; w8a8_int8, one group, 1.00x; the AVX2 table there
-     * 1.00x, so it has none) */
-    moeq__pk_fetch_scales(pk, blk, 2 * nb);
     const bool ahead = M > MOEQ__TILE_MAX;
     const size_t ntile = moeq__ntiles(M, MOEQ__IDOT_MAX);
     for (size_t i = 0; i < nb && ahead; i++) moeq__pk_fetch_cols(pk, blk + i, 0, 2 * W);

@@ -599,7 +599,7 @@ AI void gemv_z(const moeq__packed *pk, size_t blk, const float *const *x, float 
 }
 
 static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *const *x, float *y,
-                 size_t ldy){
+                 size_t ldy) {
 #define CALL(code, m) gemv_z(pk, blk, x, y, ldy, code, m)
     MOEQ__GEMV_DISPATCH(CALL)
 #undef CALL
@@ -607,17 +607,16 @@ static void gemv(const moeq__packed *pk, size_t blk, size_t M, const float *cons
 
 /* ---- panel ------------------------------------------------------------------------ */
 
-/* E4M3 codes: kern_avx2.c's panel with 16-lane vectors, P = kv * ks (one
- * product).  The other codes keep the AVX2 panel, which ran faster here
- * (kern_bench, hot: 16-lane panels at 0.85-0.93x its rate, E4M3 at 1.10-1.16x). */
 /* kern_avx2.c's panels of NIB, I8 and E4M3 codes, 16 rows a vector: the
- * codes times the group's scales, the next panel's codes fetched as it
- * goes.  Zen 5, 2 threads, kern_ab --avx512 against the AVX2 NIB and I8
- * panels: w4a8_mxfp4 T=512 0.97x the time, T=128 0.93x; w4a16_mxfp4 0.99x
- * and 0.98x; w6a8_mxfp6 0.98x and 0.94x; w6a16_mxfp6 0.99x and 0.96x.  I4
- * codes stay on kern_avx2.c's panel_i4: a 16-lane one made wna16's T=512
- * 1.05x slower there (and every 16-lane one 0.85-0.93x the rate on a Zen
- * 4, whose 512-bit operations run as two halves). */
+ * codes times the group's scales (one product), the next panel's codes
+ * fetched as it goes.  E4M3 (kern_bench, hot, a Zen 4 host): 1.10-1.16x
+ * the AVX2 panel's rate.  Zen 5, 2 threads, kern_ab --avx512 against the
+ * AVX2 NIB and I8 panels: w4a8_mxfp4 T=512 0.97x the time, T=128 0.93x;
+ * w4a16_mxfp4 0.99x and 0.98x; w6a8_mxfp6 0.98x and 0.94x; w6a16_mxfp6
+ * 0.99x and 0.96x.  I4 codes stay on kern_avx2.c's panel_i4: a 16-lane one
+ * made wna16's T=512 1.05x slower there (and the 16-lane int4, NIB and I8
+ * panels ran at 0.85-0.93x the AVX2 rate on the Zen 4, whose 512-bit
+ * operations run as two halves). */
 AI void panel_z(const moeq__packed *pk, size_t blk, size_t k0, size_t nk, float *P,
                 const int code) {
     const uint8_t *bc = pk->codes + blk * pk->blk_code_bytes;

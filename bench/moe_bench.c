@@ -77,9 +77,10 @@ void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, co
  * activations -> idot (vpdpbusd; AVX2: vpmaddwd on int8 codes as int16,
  * vpmaddubsw on int4 codes), NVFP4 activations -> fdot (vpdpbusd; AVX2:
  * vpmaddubsw), bfloat16 rows (FP8 activation codes, weight-only gemm1) ->
- * tile_bf16 / gemv_bf16 (vdpbf16ps where the CPU has it, FP32 FMA
- * elsewhere), float32 rows (weight-only gemm2) -> the FP32 tile and gemv
- * (zmm FMAs under the avx512 table: fma_f32_zmm, ymm ones elsewhere).
+ * tile_bf16 / gemv_bf16 where the context takes the bfloat16 path
+ * (moeq__bf16_path: vdpbf16ps), FP32 FMA elsewhere, float32 rows
+ * (weight-only gemm2) -> the FP32 tile and gemv (zmm FMAs under the avx512
+ * table: fma_f32_zmm, ymm ones elsewhere).
  * The choice does not depend on T (the gemv and the tiles of a path run the
  * same instruction). */
 static ins_id case_ins(const char *scheme, bool gemm2) {
@@ -87,16 +88,19 @@ static ins_id case_ins(const char *scheme, bool gemm2) {
     if (strstr(scheme, "a8_int8"))
         return avx512 ? INS_DPBUSD : strncmp(scheme, "w4", 2) == 0 ? INS_MADDUBS : INS_MADDWD;
     if (strstr(scheme, "a4_nvfp4")) return avx512 ? INS_DPBUSD : INS_MADDUBS;
-    const bool bf16 = avx512 && moeq__cpu_avx512bf16();
     const ins_id fma = avx512 ? INS_FMA512 : INS_FMA; /* the float path's vector width */
+    /* the bfloat16 path, where contexts take it: vdpbf16ps, or the AVX2
+     * tile_bf16's ymm FMAs on CPUs without it (MOEQ_BF16_PATH=on) */
+    const bool bf16 = moeq__bf16_path() == 1;
+    const ins_id bins = avx512 && moeq__cpu_avx512bf16() ? INS_DPBF16 : INS_FMA;
     /* MXFP8 inputs, and FP8 inputs per 128 on MXFP4's groups of 32: float rows */
     if (strstr(scheme, "a8_mxfp") || strstr(scheme, "w4a8_mxfp4")) return fma;
-    if (strstr(scheme, "a8_fp8")) return bf16 ? INS_DPBF16 : fma;
+    if (strstr(scheme, "a8_fp8")) return bf16 ? bins : fma;
     /* E4M3 codes in groups of 32: bfloat16 panels would need kv * ks, which
      * moeq__pk_bf16_scaled rules out for E4M3, and groups under
      * BF16_MIN_GROUP stay on the float path */
     if (strstr(scheme, "w8a16_mxfp8")) return fma;
-    return bf16 && !gemm2 ? INS_DPBF16 : fma; /* weight-only */
+    return bf16 && !gemm2 ? bins : fma; /* weight-only */
 }
 
 /* ---- cases -------------------------------------------------------------------------- */

@@ -75,6 +75,16 @@ bool moeq__cpu_avx512bf16(void) {
     return v;
 }
 
+int moeq__bf16_path(void) {
+    const char *env = getenv("MOEQ_BF16_PATH");
+    if (!env || !env[0] || !strcmp(env, "auto")) {
+        return moeq__cpu_avx512bf16();
+    }
+    if (!strcmp(env, "on")) return 1;
+    if (!strcmp(env, "off")) return 0;
+    return -1;
+}
+
 int moeq__cpu_level(void) {
     static atomic_int level = -1; /* every thread computes the same answer */
     int v = atomic_load_explicit(&level, memory_order_relaxed);

@@ -835,6 +835,12 @@ void moeq__kern_avx512_fill(moeq__kern *t, bool bf16);
 int moeq__cpu_level(void);
 /* Whether this CPU and OS run AVX512_BF16 (vdpbf16ps) too, at level 2. */
 bool moeq__cpu_avx512bf16(void);
+/* Whether a context's forwards take the bfloat16 path (tile_bf16,
+ * gemv_bf16) for FP8 activations and weight-only layers' bf16 inputs: 1 or
+ * 0 as MOEQ_BF16_PATH says (on, off), by default (unset, empty or auto)
+ * where the CPU has AVX512_BF16; -1 when MOEQ_BF16_PATH names none of
+ * these. */
+int moeq__bf16_path(void);
 /* The table of a level (0 portable, 1 avx2, 2 avx512), or of the highest
  * level at or below it that this CPU runs. */
 const moeq__kern *moeq__kern_level(int level);

@@ -347,6 +347,8 @@ static const bad_row k_rows[] = {
     {APPLY, "ctx threads=-1", NULL, 0, MOEQ_STATUS_INVALID_ARG, "threads is -1; use 0..256"},
     {APPLY, "ctx MOEQ_KERNELS=avx9", NULL, 0, MOEQ_STATUS_INVALID_ARG,
      "MOEQ_KERNELS is 'avx9'; use portable, avx2 or avx512 (or unset it)"},
+    {APPLY, "ctx MOEQ_BF16_PATH=yes", NULL, 0, MOEQ_STATUS_INVALID_ARG,
+     "MOEQ_BF16_PATH is 'yes'; use auto, on or off (or unset it)"},
     /* ---- routing (8 experts, top-2, 3 tokens) ----------------------------------------------------------- */
     {ROUTE, "logit=nan", NULL, 0, MOEQ_STATUS_INVALID_ARG,
      "token 1, expert 5: logit is nan; want finite router logits"},
@@ -749,10 +751,13 @@ static moeq_status run_apply(const bad_row *r, moeq_error *err) {
     moeq_ctx_options o = {0, 0};
     if (strcmp(m, "ctx threads=-1") == 0) o.threads = -1;
     moeq_ctx *ctx = NULL;
-    const bool bad_env = strcmp(m, "ctx MOEQ_KERNELS=avx9") == 0;
-    if (bad_env) setenv("MOEQ_KERNELS", "avx9", 1);
+    const bool bad_kern = strcmp(m, "ctx MOEQ_KERNELS=avx9") == 0;
+    const bool bad_bf16 = strcmp(m, "ctx MOEQ_BF16_PATH=yes") == 0;
+    if (bad_kern) setenv("MOEQ_KERNELS", "avx9", 1);
+    if (bad_bf16) setenv("MOEQ_BF16_PATH", "yes", 1);
     moeq_status st = moeq_ctx_create(&o, &ctx, err);
-    if (bad_env) unsetenv("MOEQ_KERNELS");
+    if (bad_kern) unsetenv("MOEQ_KERNELS");
+    if (bad_bf16) unsetenv("MOEQ_BF16_PATH");
     if (st != MOEQ_STATUS_OK) {
         ck_assert_ptr_null(ctx);
         moeq_test_layer_free(&tl);

@@ -60,8 +60,10 @@ END_TEST
  * the gemv, tile and idot paths alike, with float32 inputs and with bf16
  * ones (which weight-only layers multiply as bfloat16, tiny values
  * included), and every table is within float32 sums of the float64
- * reference.  (The portable table's silu_mul uses expf, so its outputs are
- * not compared bit for bit.) */
+ * reference.  All of it on the float path and on the bfloat16 path alike
+ * (MOEQ_BF16_PATH off and on: on a CPU without AVX512_BF16 the latter runs
+ * the AVX2 tile_bf16 and gemv_bf16).  (The portable table's silu_mul uses
+ * expf, so its outputs are not compared bit for bit.) */
 static void tables_agree_act(const moeq_test_scheme_args *a, int32_t scheme, int32_t H, int32_t I,
                              bool bf16_in, uint32_t seed, int32_t activation, int32_t non_gated) {
     enum { E = 5, T = 24, K = 2 };
@@ -90,39 +92,45 @@ static void tables_agree_act(const moeq_test_scheme_args *a, int32_t scheme, int
         w[t * K] = 0.7f;
         w[t * K + 1] = 0.3f;
     }
-    static const char *const names[3] = {"portable", "avx2", "avx512"};
-    const int have = moeq__cpu_level();
-    for (int level = 0; level < 3; level++) {
-        setenv("MOEQ_KERNELS", names[level], 1);
-        moeq_ctx *ctx = NULL;
-        moeq_error err;
-        ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
-        unsetenv("MOEQ_KERNELS");
-        ck_assert_str_eq(moeq_ctx_kernels(ctx), names[level <= have ? level : have]);
-        ck_assert_ok(moeq_moe_apply(tl.layer, ctx, xdt, xin, T, K, ids, w, MOEQ_DTYPE_F32,
-                                    out[level], &err),
-                     &err);
-        moeq_ctx_destroy(ctx);
-    }
     moeq_error rerr;
     ck_assert_ok(moeq_moe_apply_reference(tl.layer, xdt, xin, T, K, ids, w, ref64, &rerr), &rerr);
-    for (int level = 0; level < 3; level++) {
-        double amax = 0, dmax = 0;
-        for (int i = 0; i < T * H; i++) {
-            amax = fmax(amax, fabs(ref64[i]));
-            dmax = fmax(dmax, fabs((double)out[level][i] - ref64[i]));
+    static const char *const names[3] = {"portable", "avx2", "avx512"};
+    static const char *const paths[2] = {"off", "on"};
+    const int have = moeq__cpu_level();
+    for (int path = 0; path < 2; path++) {
+        for (int level = 0; level < 3; level++) {
+            setenv("MOEQ_KERNELS", names[level], 1);
+            setenv("MOEQ_BF16_PATH", paths[path], 1);
+            moeq_ctx *ctx = NULL;
+            moeq_error err;
+            ck_assert_ok(moeq_ctx_create(NULL, &ctx, &err), &err);
+            unsetenv("MOEQ_KERNELS");
+            unsetenv("MOEQ_BF16_PATH");
+            ck_assert_str_eq(moeq_ctx_kernels(ctx), names[level <= have ? level : have]);
+            ck_assert_ok(moeq_moe_apply(tl.layer, ctx, xdt, xin, T, K, ids, w, MOEQ_DTYPE_F32,
+                                        out[level], &err),
+                         &err);
+            moeq_ctx_destroy(ctx);
         }
-        ck_assert_msg(amax > 0 && dmax <= 1e-4 * amax + 1e-6,
-                      "%s (H %d, %s in, %s, activation %d%s): max |apply - reference| = %g "
-                      "(max |ref| %g)",
-                      moeq_scheme_name(scheme), H, bf16_in ? "bf16" : "f32", names[level],
-                      (int)activation, non_gated ? " non-gated" : "", dmax, amax);
-    }
-    if (have >= 2) {
-        for (int i = 0; i < T * H; i++) {
-            ck_assert_msg(memcmp(&out[1][i], &out[2][i], sizeof(float)) == 0,
-                          "%s (H %d, %s in): out[%d] avx2 %a, avx512 %a", moeq_scheme_name(scheme),
-                          H, bf16_in ? "bf16" : "f32", i, (double)out[1][i], (double)out[2][i]);
+        for (int level = 0; level < 3; level++) {
+            double amax = 0, dmax = 0;
+            for (int i = 0; i < T * H; i++) {
+                amax = fmax(amax, fabs(ref64[i]));
+                dmax = fmax(dmax, fabs((double)out[level][i] - ref64[i]));
+            }
+            ck_assert_msg(amax > 0 && dmax <= 1e-4 * amax + 1e-6,
+                          "%s (H %d, %s in, %s, bfloat16 path %s, activation %d%s): "
+                          "max |apply - reference| = %g (max |ref| %g)",
+                          moeq_scheme_name(scheme), H, bf16_in ? "bf16" : "f32", names[level],
+                          paths[path], (int)activation, non_gated ? " non-gated" : "", dmax, amax);
+        }
+        if (have >= 2) {
+            for (int i = 0; i < T * H; i++) {
+                ck_assert_msg(memcmp(&out[1][i], &out[2][i], sizeof(float)) == 0,
+                              "%s (H %d, %s in, bfloat16 path %s): out[%d] avx2 %a, avx512 %a",
+                              moeq_scheme_name(scheme), H, bf16_in ? "bf16" : "f32", paths[path], i,
+                              (double)out[1][i], (double)out[2][i]);
+            }
         }
     }
     free(x);

@@ -1255,7 +1255,11 @@ typedef struct moeq_ctx_options {
 
 /* The fast kernels are the best table this CPU runs ("avx512", "avx2" or
  * "portable"); env MOEQ_KERNELS=portable|avx2|avx512 caps the choice.
- * @return OK, INVALID_ARG (also: MOEQ_KERNELS names no table), NOMEM.
+ * Whether FP8 activations and weight-only layers' bf16 inputs take the
+ * bfloat16 path is fixed here too: by default where the CPU has
+ * AVX512_BF16 (docs/kernels.md), env MOEQ_BF16_PATH=auto|on|off.
+ * @return OK, INVALID_ARG (also: MOEQ_KERNELS or MOEQ_BF16_PATH names no
+ * choice), NOMEM.
  * OUT *out: destroy with moeq_ctx_destroy. */
 MOEQ_API moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out,
                                      moeq_error *err);

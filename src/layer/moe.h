@@ -40,6 +40,7 @@ struct moeq_ctx {
     int32_t threads;
     int32_t force_ref;       /* the reference forward (moe_apply.c) only */
     const moeq__kern *kern;  /* the fast path's kernels, picked for this CPU */
+    int32_t bf16_path;       /* the fast path takes the bfloat16 path (moeq__bf16_path) */
     struct moeq__pool *pool; /* threads - 1 workers; NULL for one thread or force_ref */
     void *scratch;
     size_t scratch_cap;

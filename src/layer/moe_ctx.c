@@ -20,12 +20,19 @@ moeq_status moeq_ctx_create(const moeq_ctx_options *opts, moeq_ctx **out, moeq_e
                            "MOEQ_KERNELS is '%s'; use portable, avx2 or avx512 (or unset it)",
                            getenv("MOEQ_KERNELS"));
     }
+    const int bf16_path = moeq__bf16_path();
+    if (bf16_path < 0) {
+        return moeq__error(err, MOEQ_STATUS_INVALID_ARG,
+                           "MOEQ_BF16_PATH is '%s'; use auto, on or off (or unset it)",
+                           getenv("MOEQ_BF16_PATH"));
+    }
     moeq_ctx *c = moeq__calloc(1, sizeof *c);
     if (!c) return moeq__error(err, MOEQ_STATUS_NOMEM, "out of memory creating a context");
     c->threads = threads ? threads : 1;
     const char *env = getenv("MOEQ_FORCE_REF");
     c->force_ref = (opts && opts->force_ref) || (env && env[0] == '1');
     c->kern = moeq__kern_level(kern_cap);
+    c->bf16_path = bf16_path;
     moeq_status st = MOEQ_STATUS_OK;
     if (!c->force_ref && c->threads > 1) {
         c->pool = moeq__pool_create(c->threads, &st);

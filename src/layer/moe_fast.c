@@ -35,7 +35,8 @@
  * item); for more rows, the weights of a 16 x KB panel are
  * dequantized to f32 once and one tile call runs all the rows over it (the
  * table tiles them); projections that could not be packed are dequantized by
- * moeq__dequant_ref into the same panels.  On CPUs with AVX512_BF16, where
+ * moeq__dequant_ref into the same panels.  On the bfloat16 path (a
+ * context's choice: by default CPUs with a fast AVX512_BF16), where
  * the inputs are bfloat16 values (bx: FP8 activation codes, or the bf16
  * input of a weight-only layer in gemm1) and an expert has more rows than
  * the gemv takes, the panel holds the weight codes as bfloat16 pairs
@@ -96,9 +97,9 @@ typedef struct fast {
     int16_t *xq, *aq;    /* int8: the codes of xf [T, H] and of A [rows, I] */
     int8_t *xq8, *aq8;   /* int8: the same codes as bytes */
     int32_t *xps, *aps;  /* int8: their prefix sums per 8 columns, [T][H/8 + 1], [rows][I/8 + 1] */
-    bool fp8b;           /* FP8 activations (per token, tensor, static or group) on a CPU with
-                            AVX512_BF16: packed blocks take tile_bf16 or gemv_bf16 */
-    bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or (AVX512_BF16) a
+    bool fp8b;           /* FP8 activations (per token, tensor, static or group) on the
+                            bfloat16 path: packed blocks take tile_bf16 or gemv_bf16 */
+    bool bx;             /* gemm1's inputs as bfloat16 in xb: fp8b, or (bfloat16 path) a
                             weight-only layer's bf16 input (then packed blocks take tile_bf16
                             or gemv_bf16 in gemm1) */
     uint16_t *xb, *ab;   /* bx, fp8b: the codes of xf and of A as bfloat16, where xq, aq go */
@@ -470,7 +471,7 @@ static void proj_block_bf16(const fast *f, const tscratch *t, const moeq__proj *
 }
 
 /* Whether gemv_bf16 serves pj's blocks for up to MOEQ__GEMV_MAX rows, given
- * bfloat16 rows (codes, which exist only on CPUs with AVX512_BF16:
+ * bfloat16 rows (codes, which exist only on the bfloat16 path:
  * vdpbf16ps halves the gemv's operations per weight, while its emulation in
  * FMAs ran at 0.5-0.9x the float gemv's rate; kern_bench, avx2 table, hot).
  * Activation scales per group (FP8_GROUP) stay on the float gemv: its rows
@@ -1187,16 +1188,16 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
         }
     }
     /* FP8 activations keep their codes too (bfloat16, with their scales), and
-     * a weight-only layer its bf16 input, only on CPUs with AVX512_BF16
-     * (a property of the CPU, not of the table, so that the avx2 and
-     * avx512 tables give the same bits on one CPU, and not of the batch, so
-     * that every rank of expert parallelism decides alike).  Elsewhere
-     * tile_bf16 is the AVX2 one, FMAs on ymm registers (two tokens a call,
-     * each weight pair split by integer operations), which took 1.5-1.8x the
-     * float path's time for wna16, 1.1-1.5x for w6a16_mxfp6 and 1.6-1.8x for
-     * w8a8_fp8 and w4a8_fp8 on an AVX2 CPU (T=512, 2 threads;
-     * docs/performance.md). */
-    const bool bf16_cpu = moeq__cpu_avx512bf16();
+     * a weight-only layer its bf16 input, on the bfloat16 path: by default
+     * only on CPUs whose AVX512_BF16 is fast (a property of the CPU, fixed
+     * with the context, not of the table, so that the avx2 and avx512 tables
+     * give the same bits on one CPU, and not of the batch, so that every
+     * rank of expert parallelism decides alike).  Elsewhere tile_bf16 is the
+     * AVX2 one, FMAs on ymm registers (two tokens a call, each weight pair
+     * split by integer operations), which took 1.5-1.8x the float path's
+     * time for wna16, 1.1-1.5x for w6a16_mxfp6 and 1.6-1.8x for w8a8_fp8 and
+     * w4a8_fp8 on an AVX2 CPU (T=512, 2 threads; docs/performance.md). */
+    const bool bf16_cpu = ctx->bf16_path;
     f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && bf16_cpu &&
              (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
               l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);

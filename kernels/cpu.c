@@ -75,10 +75,32 @@ bool moeq__cpu_avx512bf16(void) {
     return v;
 }
 
+/* Whether the CPU's vdpbf16ps multiplies and adds at least at the rate of
+ * the zmm FMAs the float path runs.  On AMD's cores it does (Zen 4: twice
+ * the FMA's multiply-adds at its rate; Zen 5: 946 GOP/s against 512 GFLOP/s
+ * of zmm FMAs, 2 threads).  Intel's run it at half the zmm FMAs'
+ * multiply-adds (an Intel Xeon with AMX and AVX512_FP16: 219 GOP/s against
+ * 445 GFLOP/s; earlier Xeon VMs: 140-167 GOP/s against 129-189 GFLOP/s of
+ * ymm FMAs), and there the float path took 0.77-0.87x the bfloat16 path's
+ * time at T=512, 0.90-1.01x at T=1 to 128 (kern_ab --bf16-path;
+ * docs/kernels.md).  So: not on Intel's cores. */
+#if defined(MOEQ_HAVE_X86) && MOEQ_HAVE_X86
+static bool cpu_bf16_fast(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    const bool intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* GenuineIntel */
+    return !intel;
+}
+#else
+static bool cpu_bf16_fast(void) {
+    return false;
+}
+#endif
+
 int moeq__bf16_path(void) {
     const char *env = getenv("MOEQ_BF16_PATH");
     if (!env || !env[0] || !strcmp(env, "auto")) {
-        return moeq__cpu_avx512bf16();
+        return moeq__cpu_avx512bf16() && cpu_bf16_fast();
     }
     if (!strcmp(env, "on")) return 1;
     if (!strcmp(env, "off")) return 0;

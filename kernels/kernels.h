@@ -838,8 +838,8 @@ bool moeq__cpu_avx512bf16(void);
 /* Whether a context's forwards take the bfloat16 path (tile_bf16,
  * gemv_bf16) for FP8 activations and weight-only layers' bf16 inputs: 1 or
  * 0 as MOEQ_BF16_PATH says (on, off), by default (unset, empty or auto)
- * where the CPU has AVX512_BF16; -1 when MOEQ_BF16_PATH names none of
- * these. */
+ * where the CPU has AVX512_BF16 and its vdpbf16ps is not slower than the
+ * float path's FMAs; -1 when MOEQ_BF16_PATH names none of these. */
 int moeq__bf16_path(void);
 /* The table of a level (0 portable, 1 avx2, 2 avx512), or of the highest
  * level at or below it that this CPU runs. */

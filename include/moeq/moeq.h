@@ -1256,7 +1256,7 @@ typedef struct moeq_ctx_options {
 /* The fast kernels are the best table this CPU runs ("avx512", "avx2" or
  * "portable"); env MOEQ_KERNELS=portable|avx2|avx512 caps the choice.
  * Whether FP8 activations and weight-only layers' bf16 inputs take the
- * bfloat16 path is fixed here too: by default where the CPU has
+ * bfloat16 path is fixed here too: by default where the CPU has a fast
  * AVX512_BF16 (docs/kernels.md), env MOEQ_BF16_PATH=auto|on|off.
  * @return OK, INVALID_ARG (also: MOEQ_KERNELS or MOEQ_BF16_PATH names no
  * choice), NOMEM.

@@ -135,7 +135,8 @@ int main(int argc, char **argv) {
         if (paths) {
             double amax = 0, d_ = 0;
             for (size_t i = 0; i < n_out; i++) {
-                const double a = moeq__bf16_to_f32(out[0][i]), b = moeq__bf16_to_f32(out[1][i]);
+                const double a = (double)moeq__bf16_to_f32(out[0][i]);
+                const double b = (double)moeq__bf16_to_f32(out[1][i]);
                 amax = fmax(amax, fabs(a));
                 d_ = fmax(d_, fabs(b - a));
             }

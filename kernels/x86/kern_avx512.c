@@ -764,23 +764,33 @@ AI void tile_z(const float *P, size_t nk, const float *const *x, float *C, size_
     const float *x##m = M > m ? x[m] : NULL;
     TILE_TOKENS(DECL)
 #undef DECL
-    size_t k = 0;
-    for (; k + 2 <= nk; k += 2) {
-        const __m512 p = _mm512_loadu_ps(P + k * MOEQ__PK_ROWS);
-        const __m512 q = _mm512_loadu_ps(P + (k + 1) * MOEQ__PK_ROWS);
+    /* Each row's pointer moves on with the panel's, and an empty asm keeps
+     * it in a register of its own: else GCC addresses every broadcast as
+     * row + 4k, an indexed operand, which Intel's cores most likely split
+     * in two micro-ops (base + displacement stays one).  An Intel Xeon VM, 2
+     * threads, kern_ab --avx512 against the indexed loop: T=512 0.95-0.96x
+     * the time for five schemes, T=128 0.98x, T=32 0.99x. */
+    const float *const end = P + (nk & ~(size_t)1) * MOEQ__PK_ROWS;
+    for (; P < end; P += 2 * MOEQ__PK_ROWS) {
+        const __m512 p = _mm512_loadu_ps(P);
+        const __m512 q = _mm512_loadu_ps(P + MOEQ__PK_ROWS);
 #define ROW(m)                                                                                     \
-    if (M > m) c##m = _mm512_fmadd_ps(p, _mm512_set1_ps(x##m[k]), c##m);
+    if (M > m) c##m = _mm512_fmadd_ps(p, _mm512_set1_ps(x##m[0]), c##m);
         TILE_TOKENS(ROW)
 #undef ROW
 #define ROW(m)                                                                                     \
-    if (M > m) c##m = _mm512_fmadd_ps(q, _mm512_set1_ps(x##m[k + 1]), c##m);
+    if (M > m) {                                                                                   \
+        c##m = _mm512_fmadd_ps(q, _mm512_set1_ps(x##m[1]), c##m);                                  \
+        x##m += 2;                                                                                 \
+        __asm__("" : "+r"(x##m));                                                                  \
+    }
         TILE_TOKENS(ROW)
 #undef ROW
     }
-    for (; k < nk; k++) {
-        const __m512 p = _mm512_loadu_ps(P + k * MOEQ__PK_ROWS);
+    if (nk & 1) {
+        const __m512 p = _mm512_loadu_ps(P);
 #define ROW(m)                                                                                     \
-    if (M > m) c##m = _mm512_fmadd_ps(p, _mm512_set1_ps(x##m[k]), c##m);
+    if (M > m) c##m = _mm512_fmadd_ps(p, _mm512_set1_ps(x##m[0]), c##m);
         TILE_TOKENS(ROW)
 #undef ROW
     }

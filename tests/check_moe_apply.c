@@ -8,6 +8,7 @@
  */
 #include "test_moe.h"
 #include "kernels.h"
+#include "layer/moe.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -107,6 +108,7 @@ static void tables_agree_act(const moeq_test_scheme_args *a, int32_t scheme, int
             unsetenv("MOEQ_KERNELS");
             unsetenv("MOEQ_BF16_PATH");
             ck_assert_str_eq(moeq_ctx_kernels(ctx), names[level <= have ? level : have]);
+            ck_assert_int_eq(ctx->bf16_path, path);
             ck_assert_ok(moeq_moe_apply(tl.layer, ctx, xdt, xin, T, K, ids, w, MOEQ_DTYPE_F32,
                                         out[level], &err),
                          &err);

@@ -1197,11 +1197,11 @@ moeq_status moeq__moe_apply_fast(const moeq_moe *l, moeq__apply_io *io, moeq_err
      * split by integer operations), which took 1.5-1.8x the float path's
      * time for wna16, 1.1-1.5x for w6a16_mxfp6 and 1.6-1.8x for w8a8_fp8 and
      * w4a8_fp8 on an AVX2 CPU (T=512, 2 threads; docs/performance.md). */
-    const bool bf16_cpu = ctx->bf16_path;
-    f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && bf16_cpu &&
+    const bool bf16_path = ctx->bf16_path;
+    f.fp8b = !f.int8 && !f.fp4 && !f.per_row_x && bf16_path &&
              (l->act_kind == MOEQ__ACT_FP8_TOKEN || l->act_kind == MOEQ__ACT_FP8_TENSOR ||
               l->act_kind == MOEQ__ACT_FP8_STATIC || l->act_kind == MOEQ__ACT_FP8_GROUP);
-    f.bx = f.fp8b || (!l->linear && !f.int8 && !f.fp4 && !f.per_row_x && bf16_cpu &&
+    f.bx = f.fp8b || (!l->linear && !f.int8 && !f.fp4 && !f.per_row_x && bf16_path &&
                       l->act_kind == MOEQ__ACT_NONE && io->x_dtype == MOEQ_DTYPE_BF16 &&
                       !c->apply_router_weight_on_input);
     f.nxs = f.nas = 1;

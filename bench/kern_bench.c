@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
     float *xprep = malloc(sizeof(float) * 4 * (cols + cols / 8));
     const float *xprep_rows[4];
     for (size_t m = 0; m < 4; m++) xprep_rows[m] = xprep + m * (cols + cols / 8);
-    float *P = aligned_alloc(64, 256 * 16 * sizeof(float));
+    float *P = aligned_alloc(64, MOEQ__TILE_BLOCKS * 256 * 16 * sizeof(float));
     enum { MQ = MOEQ__IDOT_MAX };
     int16_t *xq = malloc(sizeof(int16_t) * MQ * cols);
     int8_t *xq8 = malloc(MQ * cols);
@@ -308,20 +308,23 @@ int main(int argc, char **argv) {
             free(w.mem);
         }
     }
-    /* tile: a 256-column panel against M tokens (1 to 12: the avx512 table's
-     * register tile; rows repeat xp's 6) */
-    for (size_t i = 0; i < 256 * 16; i++) P[i] = (float)(rnd() % 100) * 0.01f;
+    /* tile: one or two 256-column panels (nb blocks side by side) against M
+     * tokens (1 to 12: the avx512 table's register tile; rows repeat xp's 6) */
+    for (size_t i = 0; i < MOEQ__TILE_BLOCKS * 256 * 16; i++) P[i] = (float)(rnd() % 100) * 0.01f;
     const float *xt[12];
     for (size_t m = 0; m < 12; m++) xt[m] = xp[m % 6];
-    for (size_t M = 1; M <= 12; M++) {
-        double best = 1e300;
-        for (int r = 0; r < 2000; r++) {
-            double t0 = bench_now();
-            for (int i = 0; i < 16; i++) K->tile(P, 256, M, xt, y, 16, i > 0);
-            double dt = bench_now() - t0;
-            best = dt < best ? dt : best;
+    for (size_t nb = 1; nb <= MOEQ__TILE_BLOCKS; nb++) {
+        for (size_t M = 1; M <= 12; M++) {
+            double best = 1e300;
+            for (int r = 0; r < 2000; r++) {
+                double t0 = bench_now();
+                for (int i = 0; i < 16; i++) K->tile(P, 256, nb, M, xt, y, 16 * nb, i > 0);
+                double dt = bench_now() - t0;
+                best = dt < best ? dt : best;
+            }
+            printf("tile nb=%zu M=%zu: %6.1f GFLOP/s\n", nb, M,
+                   16.0 * 2.0 * (double)(nb * M) * 256 * 16 / best / 1e9);
         }
-        printf("tile M=%zu: %6.1f GFLOP/s\n", M, 16.0 * 2.0 * (double)M * 256 * 16 / best / 1e9);
     }
     /* tile_bf16 (the bfloat16 path): a panel of bfloat16 pairs against bfloat16 rows */
     {
@@ -358,16 +361,19 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < M * cols; i++) X[i] = (float)(rnd() % 100) * 0.01f;
         const float *xr[32], *xo[32];
         for (size_t m = 0; m < M; m++) xr[m] = X + m * cols;
-        float *C = malloc(sizeof(float) * M * 16);
+        float *C = malloc(sizeof(float) * M * 16 * MOEQ__TILE_BLOCKS);
+        const size_t nb = MOEQ__TILE_BLOCKS; /* blocks per tile call, as moe_fast.c's */
         for (int variant = 0; variant < 2; variant++) {
             double best = 1e300;
             for (int r = 0; r < 20; r++) {
                 double t0 = bench_now();
-                for (size_t b = 0; b < w.pk.blocks; b++) {
+                for (size_t b = 0; b < w.pk.blocks; b += nb) {
                     for (size_t k0 = 0; k0 < cols; k0 += 256) {
-                        if (variant == 0 || b == 0) K->panel(&w.pk, b, k0, 256, P);
+                        for (size_t i = 0; i < nb && (variant == 0 || b == 0); i++) {
+                            K->panel(&w.pk, b + i, k0, 256, P + i * 256 * 16);
+                        }
                         for (size_t m = 0; m < M; m++) xo[m] = xr[m] + k0;
-                        K->tile(P, 256, M, xo, C, 16, k0 > 0);
+                        K->tile(P, 256, nb, M, xo, C, 16 * nb, k0 > 0);
                     }
                 }
                 double dt = bench_now() - t0;
@@ -384,11 +390,13 @@ int main(int argc, char **argv) {
             double best = 1e300;
             for (int r = 0; r < 3; r++) {
                 double t0 = bench_now();
-                for (size_t b = 0; b < big.pk.blocks; b++) {
+                for (size_t b = 0; b < big.pk.blocks; b += nb) {
                     for (size_t k0 = 0; k0 < cols; k0 += 256) {
-                        K->panel(&big.pk, b, k0, 256, P); /* it fetches the next panel's codes */
+                        for (size_t i = 0; i < nb; i++) { /* each fetches its next panel's codes */
+                            K->panel(&big.pk, b + i, k0, 256, P + i * 256 * 16);
+                        }
                         for (size_t m = 0; m < M; m++) xo[m] = xr[m] + k0;
-                        K->tile(P, 256, M, xo, C, 16, k0 > 0);
+                        K->tile(P, 256, nb, M, xo, C, 16 * nb, k0 > 0);
                     }
                 }
                 double dt = bench_now() - t0;

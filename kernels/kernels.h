@@ -606,6 +606,7 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
     }
 #define MOEQ__TILE_MAX    6      /* tokens per register tile of the AVX2 tile and int8 idot */
 #define MOEQ__TILE_Z_MAX  12     /* tokens per register tile of the avx512 tile and tile_bf16 */
+#define MOEQ__TILE_BLOCKS 2      /* most blocks per tile call */
 #define MOEQ__IDOT_MAX    12     /* tokens per register tile of the avx512 idot */
 #define MOEQ__IDOT_BLOCKS 2      /* most blocks per idot call (idot_blocks) */
 #define MOEQ__FDOT_BLOCKS 2      /* blocks per fdot call in moe_fast.c (any number is valid) */
@@ -688,11 +689,14 @@ typedef struct moeq__kern {
      * x[k] of group g in 8 lanes (k % 8, in k order) added as
      * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).  Bit-identical across tables. */
     void (*i4_prep)(const float *x, size_t cols, size_t gsize, float *out);
-    /* C[m*ldc + r] = (accumulate ? C : 0) + sum_{k < nk} x[m][k] * P[k*16 + r]
-     * for m < M (any number: each table tiles the tokens as its registers
-     * allow), each element one fused multiply-add chain in k order. */
-    void (*tile)(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
-                 int accumulate);
+    /* For nb blocks side by side (1 <= nb <= MOEQ__TILE_BLOCKS), block i's
+     * panel at P + i * nk * 16 (panel's layout, nk columns each):
+     * C[m*ldc + 16 i + r] = (accumulate ? C : 0) + sum_{k < nk} x[m][k] *
+     * P[i*nk*16 + k*16 + r] for m < M (any number: each table tiles the
+     * tokens as its registers allow), each element one fused multiply-add
+     * chain in k order, whatever nb is. */
+    void (*tile)(const float *P, size_t nk, size_t nb, size_t M, const float *const *x, float *C,
+                 size_t ldc, int accumulate);
     /* Products of bfloat16 inputs (FP8 activation codes, or bf16 inputs of
      * weight-only layers) and code values, exact in float32: every packed
      * code value kv is a bfloat16 (integers up to 8 bits, E2M1 and NIB

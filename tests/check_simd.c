@@ -738,37 +738,44 @@ START_TEST(test_not_packed) {
 END_TEST
 
 /* tile for 1..13 and 25 tokens (one to three register tiles of every
- * table), lengths 0..300, with and without accumulating: one FMA chain per
- * element in k order, the same bits in every table. */
+ * table), one and two blocks side by side, lengths 0..300, with and
+ * without accumulating: one FMA chain per element in k order, the same bits
+ * in every table. */
 START_TEST(test_tile) {
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
     g_rng = 99;
-    enum { MT = 25 };
-    static float panel[300 * 16], x[MT][300], cp[MT * 16], cs[MT * 16];
-    for (size_t i = 0; i < 300 * 16; i++) panel[i] = (float)(uni() * 2 - 1);
+    enum { MT = 25, NB = MOEQ__TILE_BLOCKS };
+    static float panel[NB * 300 * 16], x[MT][300], cp[MT * 16 * NB], cs[MT * 16 * NB];
+    for (size_t i = 0; i < NB * 300 * 16; i++) panel[i] = (float)(uni() * 2 - 1);
     const float *xs[MT];
     for (size_t m = 0; m < MT; m++) {
         for (size_t k = 0; k < 300; k++) x[m][k] = (float)(uni() * 2 - 1);
         xs[m] = x[m];
     }
     const size_t lens[] = {0, 1, 7, 8, 33, 256, 300};
-    for (size_t M = 1; M <= MT; M = M == 13 ? MT : M + 1) {
-        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-            for (int acc = 0; acc < 2; acc++) {
-                for (size_t i = 0; i < MT * 16; i++) cp[i] = cs[i] = (float)i * 0.25f;
-                P->tile(panel, lens[li], M, xs, cp, 16, acc);
-                for (size_t m = 0; m < M; m++) {
-                    for (size_t r = 0; r < 16; r++) {
-                        float want = acc ? (float)(m * 16 + r) * 0.25f : 0.0f;
-                        for (size_t k = 0; k < lens[li]; k++)
-                            want = fmaf(panel[k * 16 + r], x[m][k], want);
-                        ck_assert_uint_eq(bits(cp[m * 16 + r]), bits(want));
+    for (size_t nb = 1; nb <= NB; nb++) {
+        const size_t ldc = 16 * nb;
+        for (size_t M = 1; M <= MT; M = M == 13 ? MT : M + 1) {
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const size_t nk = lens[li];
+                for (int acc = 0; acc < 2; acc++) {
+                    for (size_t i = 0; i < MT * 16 * NB; i++) cp[i] = cs[i] = (float)i * 0.25f;
+                    P->tile(panel, nk, nb, M, xs, cp, ldc, acc);
+                    for (size_t m = 0; m < M; m++) {
+                        for (size_t j = 0; j < ldc; j++) { /* block j / 16, row j % 16 */
+                            const float *pb = panel + (j / 16) * nk * 16;
+                            float want = acc ? (float)(m * ldc + j) * 0.25f : 0.0f;
+                            for (size_t k = 0; k < nk; k++)
+                                want = fmaf(pb[k * 16 + j % 16], x[m][k], want);
+                            ck_assert_uint_eq(bits(cp[m * ldc + j]), bits(want));
+                        }
                     }
-                }
-                if (S) {
-                    S->tile(panel, lens[li], M, xs, cs, 16, acc);
-                    ck_assert_msg(memcmp(cp, cs, sizeof cp) == 0, "%s tile M=%zu len %zu acc %d",
-                                  S->name, M, lens[li], acc);
+                    if (S) {
+                        S->tile(panel, nk, nb, M, xs, cs, ldc, acc);
+                        ck_assert_msg(memcmp(cp, cs, sizeof cp) == 0,
+                                      "%s tile nb=%zu M=%zu len %zu acc %d", S->name, nb, M, nk,
+                                      acc);
+                    }
                 }
             }
         }

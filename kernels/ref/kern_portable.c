@@ -77,13 +77,17 @@ static void i4_prep(const float *x, size_t cols, size_t gsize, float *out) {
     }
 }
 
-static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
-                 int accumulate) {
-    for (size_t m = 0; m < M; m++) {
-        for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
-            float acc = accumulate ? C[m * ldc + r] : 0.0f;
-            for (size_t k = 0; k < nk; k++) acc = fmaf(P[k * MOEQ__PK_ROWS + r], x[m][k], acc);
-            C[m * ldc + r] = acc;
+static void tile(const float *P, size_t nk, size_t nb, size_t M, const float *const *x, float *C,
+                 size_t ldc, int accumulate) {
+    for (size_t i = 0; i < nb; i++) {
+        const float *Pi = P + i * nk * MOEQ__PK_ROWS;
+        for (size_t m = 0; m < M; m++) {
+            for (size_t r = 0; r < MOEQ__PK_ROWS; r++) {
+                float *c = C + m * ldc + i * MOEQ__PK_ROWS + r;
+                float acc = accumulate ? *c : 0.0f;
+                for (size_t k = 0; k < nk; k++) acc = fmaf(Pi[k * MOEQ__PK_ROWS + r], x[m][k], acc);
+                *c = acc;
+            }
         }
     }
 }

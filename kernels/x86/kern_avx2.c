@@ -689,9 +689,10 @@ AI void tile_impl(const float *P, size_t nk, const float *const *x, float *C, si
 }
 
 /* The tokens in tiles of at most MOEQ__TILE_MAX, as even as they come (the
- * panel stays in L1 across the tiles). */
-static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
-                 int accumulate) {
+ * panel stays in L1 across the tiles), block by block: two blocks would
+ * need 24 accumulators of the 16 ymm registers. */
+static void tile_blk(const float *P, size_t nk, size_t M, const float *const *x, float *C,
+                     size_t ldc, int accumulate) {
     const size_t ntile = moeq__ntiles(M, MOEQ__TILE_MAX);
     for (size_t t = 0, m0 = 0; t < ntile; t++) {
         const size_t mt = moeq__tile_rows(M, ntile, t);
@@ -706,6 +707,13 @@ static void tile(const float *P, size_t nk, size_t M, const float *const *x, flo
             default: tile_impl(P, nk, xt, Ct, ldc, accumulate, 6); break;
         }
         m0 += mt;
+    }
+}
+
+static void tile(const float *P, size_t nk, size_t nb, size_t M, const float *const *x, float *C,
+                 size_t ldc, int accumulate) {
+    for (size_t i = 0; i < nb; i++) {
+        tile_blk(P + i * nk * MOEQ__PK_ROWS, nk, M, x, C + i * MOEQ__PK_ROWS, ldc, accumulate);
     }
 }
 

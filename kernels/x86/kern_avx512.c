@@ -799,6 +799,66 @@ AI void tile_z(const float *P, size_t nk, const float *const *x, float *C, size_
     TILE_TOKENS(ST)
 #undef ST
 }
+
+/* tile_z for two blocks side by side (P and Q, 32 rows): each token's
+ * broadcast serves two FMAs, c for the first block and d for the second,
+ * 24 accumulators for 12 tokens; each element the same one chain in k
+ * order as tile_z's.  One thread, a panel pair hot in L1, 12 tokens, an
+ * Intel Xeon VM: about 1.14x tile_z's rate on the two blocks (172 against
+ * 151 GFLOP/s, 205 the zmm FMA's; one column a pass 166). */
+AI void tile_z2(const float *P, size_t nk, const float *const *x, float *C, size_t ldc,
+                int accumulate, const int M) {
+    const __m512 z = _mm512_setzero_ps();
+#define DECL(m)                                                                                    \
+    __m512 c##m = M > m && accumulate ? _mm512_loadu_ps(C + (size_t)(m)*ldc) : z;                  \
+    __m512 d##m = M > m && accumulate ? _mm512_loadu_ps(C + (size_t)(m)*ldc + 16) : z;             \
+    const float *x##m = M > m ? x[m] : NULL;
+    TILE_TOKENS(DECL)
+#undef DECL
+    const float *Q = P + nk * MOEQ__PK_ROWS;
+    const float *const end = P + (nk & ~(size_t)1) * MOEQ__PK_ROWS;
+    for (; P < end; P += 2 * MOEQ__PK_ROWS, Q += 2 * MOEQ__PK_ROWS) {
+        __m512 p = _mm512_loadu_ps(P), q = _mm512_loadu_ps(Q);
+#define ROW(m)                                                                                     \
+    if (M > m) {                                                                                   \
+        const __m512 b_ = _mm512_set1_ps(x##m[0]);                                                 \
+        c##m = _mm512_fmadd_ps(p, b_, c##m);                                                       \
+        d##m = _mm512_fmadd_ps(q, b_, d##m);                                                       \
+    }
+        TILE_TOKENS(ROW)
+#undef ROW
+        p = _mm512_loadu_ps(P + MOEQ__PK_ROWS);
+        q = _mm512_loadu_ps(Q + MOEQ__PK_ROWS);
+#define ROW(m)                                                                                     \
+    if (M > m) {                                                                                   \
+        const __m512 b_ = _mm512_set1_ps(x##m[1]);                                                 \
+        c##m = _mm512_fmadd_ps(p, b_, c##m);                                                       \
+        d##m = _mm512_fmadd_ps(q, b_, d##m);                                                       \
+        x##m += 2;                                                                                 \
+        __asm__("" : "+r"(x##m));                                                                  \
+    }
+        TILE_TOKENS(ROW)
+#undef ROW
+    }
+    if (nk & 1) {
+        const __m512 p = _mm512_loadu_ps(P), q = _mm512_loadu_ps(Q);
+#define ROW(m)                                                                                     \
+    if (M > m) {                                                                                   \
+        const __m512 b_ = _mm512_set1_ps(x##m[0]);                                                 \
+        c##m = _mm512_fmadd_ps(p, b_, c##m);                                                       \
+        d##m = _mm512_fmadd_ps(q, b_, d##m);                                                       \
+    }
+        TILE_TOKENS(ROW)
+#undef ROW
+    }
+#define ST(m)                                                                                      \
+    if (M > m) {                                                                                   \
+        _mm512_storeu_ps(C + (size_t)(m)*ldc, c##m);                                               \
+        _mm512_storeu_ps(C + (size_t)(m)*ldc + 16, d##m);                                          \
+    }
+    TILE_TOKENS(ST)
+#undef ST
+}
 #undef TILE_TOKENS
 
 /* The tokens in tiles of at most MOEQ__TILE_Z_MAX (moeq__ntiles): for each
@@ -826,11 +886,21 @@ AI void tile_z(const float *P, size_t nk, const float *const *x, float *C, size_
         }                                                                                          \
     } while (0)
 
-static void tile(const float *P, size_t nk, size_t M, const float *const *x, float *C, size_t ldc,
-                 int accumulate) {
-#define CALL(n) tile_z(P, nk, x + m0, C + m0 * ldc, ldc, accumulate, n)
-    TILE_Z_TILES(M, CALL);
+static void tile(const float *P, size_t nk, size_t nb, size_t M, const float *const *x, float *C,
+                 size_t ldc, int accumulate) {
+    if (nb == 2) {
+#define CALL(n) tile_z2(P, nk, x + m0, C + m0 * ldc, ldc, accumulate, n)
+        TILE_Z_TILES(M, CALL);
 #undef CALL
+        return;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        const float *Pi = P + i * nk * MOEQ__PK_ROWS;
+        float *Ci = C + i * MOEQ__PK_ROWS;
+#define CALL(n) tile_z(Pi, nk, x + m0, Ci + m0 * ldc, ldc, accumulate, n)
+        TILE_Z_TILES(M, CALL);
+#undef CALL
+    }
 }
 
 /* ---- tile_bf16 -------------------------------------------------------------------- */

@@ -125,7 +125,7 @@ typedef struct fast {
 
 /* Per-thread scratch. */
 typedef struct tscratch {
-    float *P;               /* [KB, 16] */
+    float *P;               /* [MOEQ__TILE_BLOCKS][KB, 16]: panels */
     float *W16;             /* [16, maxk]: unpacked projections */
     float *Cg;              /* [mmax, 16 * MOEQ__IDOT_BLOCKS] */
     float *Cu;              /* [mmax, 16 * MOEQ__IDOT_BLOCKS] */
@@ -156,7 +156,7 @@ static size_t xp_stride(const fast *f) {
 
 static size_t tscratch_size(const fast *f) {
     size_t maxk = f->maxk;
-    return up64(KB * 16 * sizeof(float)) +
+    return up64(MOEQ__TILE_BLOCKS * KB * 16 * sizeof(float)) +
            (f->l->all_packed ? 0 : up64(16 * maxk * sizeof(float))) +
            2 * up64(f->mmax * 16 * MOEQ__IDOT_BLOCKS * sizeof(float)) +
            5 * up64(f->mmax * sizeof(float *)) + up64(f->mmax * sizeof(moeq__i8row)) +
@@ -173,7 +173,7 @@ static tscratch tscratch_get(const fast *f, int tid) {
     uint8_t *p = f->tbase + (size_t)tid * f->tstride;
     tscratch t;
     t.P = (float *)(void *)p;
-    p += up64(KB * 16 * sizeof(float));
+    p += up64(MOEQ__TILE_BLOCKS * KB * 16 * sizeof(float));
     t.W16 = NULL;
     if (!f->l->all_packed) {
         t.W16 = (float *)(void *)p;
@@ -504,11 +504,13 @@ static const float *const *gemv_rows(const fast *f, const tscratch *t, const moe
     return out;
 }
 
-/* C[m*16 + r] = x_m . w[b*16 + r] for m < M (rows past the weight: anything);
- * xg: what the gemv kernels read per row (gemv_rows); codes: t->xb holds the
- * rows as bfloat16 too. */
-static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t M,
-                       const float *const *xr, const float *const *xg, float *C, bool codes) {
+/* C[m*16 nb + 16 i + r] = x_m . w[(b + i)*16 + r] for m < M, i < nb (rows
+ * past the weight: anything); nb > 1 only where blocks_per_call says; xg: what
+ * the gemv kernels read per row (gemv_rows); codes: t->xb holds the rows as
+ * bfloat16 too. */
+static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t nb,
+                       size_t M, const float *const *xr, const float *const *xg, float *C,
+                       bool codes) {
     const moeq__kern *K = f->K;
     const moeq__qweight *w = &pj->w;
     const size_t cols = w->cols;
@@ -533,14 +535,16 @@ static void proj_block(const fast *f, const tscratch *t, const moeq__proj *pj, s
     for (size_t k0 = 0; k0 < cols; k0 += KB) {
         size_t nk = cols - k0 < KB ? cols - k0 : KB;
         if (w->kind == MOEQ__QW_PACKED) {
-            K->panel(&pj->pk, b, k0, nk, t->P); /* it fetches the next panel's codes */
+            for (size_t i = 0; i < nb; i++) { /* each fetches its next panel's codes */
+                K->panel(&pj->pk, b + i, k0, nk, t->P + i * nk * 16);
+            }
         } else {
             for (size_t k = 0; k < nk; k++) {
                 for (size_t r = 0; r < 16; r++) t->P[k * 16 + r] = t->W16[r * cols + k0 + k];
             }
         }
         for (size_t m = 0; m < M; m++) t->xo[m] = xr[m] + k0;
-        K->tile(t->P, nk, M, t->xo, C, 16, k0 > 0);
+        K->tile(t->P, nk, nb, M, t->xo, C, 16 * nb, k0 > 0);
     }
 }
 
@@ -609,22 +613,29 @@ static void proj_block_fp4(const fast *f, const moeq__proj *pj, size_t b, size_t
 }
 
 /* Blocks per work item for an expert's M rows (more than MOEQ__GEMV_MAX):
- * the int8 path's two (MOEQ__IDOT_BLOCKS), the fp4 path's two, the others
- * one.  The scratch's Cg, Cu and Ci hold 16 * MOEQ__IDOT_BLOCKS columns a
- * row. */
+ * the int8 path's two (MOEQ__IDOT_BLOCKS), the fp4 path's two, the float
+ * tile's two (MOEQ__TILE_BLOCKS).  The scratch's Cg, Cu and Ci hold
+ * 16 * MOEQ__IDOT_BLOCKS columns a row. */
 _Static_assert(MOEQ__FDOT_BLOCKS <= MOEQ__IDOT_BLOCKS, "fdot's blocks fit the scratch");
+_Static_assert(MOEQ__TILE_BLOCKS <= MOEQ__IDOT_BLOCKS, "tile's blocks fit the scratch");
 static int32_t item_blocks(const fast *f, size_t M) {
     if (f->int8) return MOEQ__IDOT_BLOCKS;
-    return f->fp4 && M > MOEQ__GEMV_MAX ? MOEQ__FDOT_BLOCKS : 1;
+    if (M <= MOEQ__GEMV_MAX) return 1;
+    return f->fp4 ? MOEQ__FDOT_BLOCKS : MOEQ__TILE_BLOCKS;
 }
 
 /* Blocks per kernel call on pj: idot as many as the table runs side by side
  * (idot_blocks), fdot two for more than MOEQ__GEMV_MAX rows (with fewer,
  * the AVX2 fdot runs its blocks one at a time anyway: kern_avx2.c,
- * FDOT_PAIR_M), the others one. */
-static int32_t blocks_per_call(const fast *f, const moeq__proj *pj, size_t M) {
+ * FDOT_PAIR_M), the float tile two on packed codes (each token's broadcast
+ * then serves two blocks' FMAs; the avx512 table's tile_z2), the others
+ * (gemv, the bfloat16 path, unpacked weights) one.  codes: the rows are
+ * bfloat16 too (proj_block's). */
+static int32_t blocks_per_call(const fast *f, const moeq__proj *pj, size_t M, bool codes) {
     if (f->int8) return (int32_t)f->K->idot_blocks(pj->pk.code, M);
-    return item_blocks(f, M);
+    if (f->fp4) return item_blocks(f, M);
+    if (M <= MOEQ__GEMV_MAX || pj->w.kind != MOEQ__QW_PACKED || bf16_block(f, pj, codes)) return 1;
+    return MOEQ__TILE_BLOCKS;
 }
 
 /* ---- the steps ---------------------------------------------------------------------- */
@@ -752,7 +763,7 @@ static void step_tokens2(void *arg, int tid, int nt) {
 }
 
 /* C = blocks b .. b + nb - 1 of pj for the item's M rows, C[m*16 nb + j]
- * (nb > 1: the int8 and fp4 paths only), by the layer's path (xg: what the gemv
+ * (nb as blocks_per_call says), by the layer's path (xg: what the gemv
  * kernels read per row for pj, gemv_rows). */
 static void block_out(const fast *f, const tscratch *t, const moeq__proj *pj, size_t b, size_t nb,
                       size_t M, const float *const *xg, float *C) {
@@ -762,7 +773,7 @@ static void block_out(const fast *f, const tscratch *t, const moeq__proj *pj, si
     } else if (f->fp4) {
         proj_block_fp4(f, pj, b, nb, M, t->f4, C);
     } else {
-        proj_block(f, t, pj, b, M, t->xr, xg, C, f->bx);
+        proj_block(f, t, pj, b, nb, M, t->xr, xg, C, f->bx);
     }
 }
 
@@ -806,7 +817,11 @@ static void gemm1_item(fast *f, const tscratch *t, const item *it) {
      * (0.83x with 1 thread), wna16 0.93x, w8a8_fp8 0.93x, w4a16_mxfp4 and
      * w4a4_nvfp4 0.99-1.02x; T=32 0.97-1.00x.) */
     const bool gate_first = gated && M <= MOEQ__GEMV_MAX;
-    const int32_t step = blocks_per_call(f, pu, M), end = it->b0 + it->nb;
+    int32_t step = blocks_per_call(f, pu, M, f->bx), end = it->b0 + it->nb;
+    if (gated) { /* one step for both: each call's blocks as the other's allows */
+        const int32_t sg = blocks_per_call(f, pg, M, f->bx);
+        step = sg < step ? sg : step;
+    }
     for (int32_t b = it->b0; gate_first && b < end; b += step) {
         const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         block_out(f, t, pg, (size_t)b, nb, M, xg, t->Cg);
@@ -872,7 +887,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
     const float *rows[MOEQ__GEMV_MAX];
     const float *const *xg =
         f->int8 || f->fp4 ? t->xr : gemv_rows(f, t, pd, M, t->xr, f->fp8b, 0, rows);
-    const int32_t step = blocks_per_call(f, pd, M), end = it->b0 + it->nb;
+    const int32_t step = blocks_per_call(f, pd, M, f->fp8b), end = it->b0 + it->nb;
     for (int32_t b = it->b0; b < end; b += step) {
         const size_t nb = (size_t)(end - b < step ? end - b : step), ld = 16 * nb;
         if (M > MOEQ__GEMV_MAX && l->all_packed && (f->int8 || f->fp4)) {
@@ -885,7 +900,7 @@ static void gemm2_item(fast *f, const tscratch *t, const item *it) {
         } else if (f->fp4) {
             proj_block_fp4(f, pd, (size_t)b, nb, M, t->f4, t->Cg);
         } else {
-            proj_block(f, t, pd, (size_t)b, M, t->xr, xg, t->Cg, f->fp8b);
+            proj_block(f, t, pd, (size_t)b, nb, M, t->xr, xg, t->Cg, f->fp8b);
         }
         size_t h0 = (size_t)b * 16, nh = f->H - h0 < ld ? f->H - h0 : ld;
         for (size_t m = 0; m < M; m++) {

@@ -5,7 +5,8 @@
  * path's tile_bf16), for each code kind, on a weight that stays in L2 ("hot") and
  * on one far above L3 ("cold"), with the cold weight's read rate by loads
  * alone next to gemv's; the panel and
- * tile steps in situ (32 tokens) for int4 and E4M3 codes.  With the avx512
+ * tile steps in situ (32 tokens) for int4 and E4M3 codes, and the int8
+ * path's idot_groups in situ for I8 codes (hot and cold).  With the avx512
  * table, panel, panel_bf16, gemv, idot and fdot also run for the AVX2 table in
  * the same loops.
  * Prints figures; asserts nothing.
@@ -409,6 +410,37 @@ int main(int argc, char **argv) {
         free(X);
         free(C);
         free(w.mem);
+    }
+    /* the int8 path in situ: 32 tokens' int8 codes (xq's 12 rows, repeated)
+     * against an expert's gate of I8 codes with channel scales (w8a8_int8),
+     * idot_groups two blocks a call as the driver calls it; hot (one expert,
+     * in L2) and cold (64 experts' worth, each used once per pass) */
+    {
+        enum { MI = 32 };
+        moeq__i8row xi[MI];
+        for (size_t m = 0; m < MI; m++) xi[m] = xq_rows[m % MQ];
+        float *Ci = malloc(sizeof(float) * MI * 16 * MOEQ__IDOT_BLOCKS);
+        int32_t *Si = malloc(sizeof(int32_t) * MI * 16 * MOEQ__IDOT_BLOCKS);
+        const size_t ld = 16 * MOEQ__IDOT_BLOCKS;
+        for (int cold = 0; cold < 2; cold++) {
+            wt w;
+            g_gdiv = 0;
+            make(MOEQ__QW_I8, 768 * (cold ? 64 : 1), cols, cols, &w);
+            double best = 1e300;
+            for (int r = 0; r < (cold ? 3 : 20); r++) {
+                double t0 = bench_now();
+                for (size_t b = 0; b < w.pk.blocks; b += MOEQ__IDOT_BLOCKS) {
+                    K->idot_groups(&w.pk, b, MOEQ__IDOT_BLOCKS, MI, xi, Ci, ld, Si, ld);
+                }
+                double dt = bench_now() - t0;
+                best = dt < best ? dt : best;
+            }
+            printf("i8 in situ M=32 idot_groups %s: %6.1f GOP/s\n", cold ? "cold" : "hot",
+                   2.0 * (double)(MI * w.pk.rows * cols) / best / 1e9);
+            free(w.mem);
+        }
+        free(Ci);
+        free(Si);
     }
     free(P);
     free(x);

@@ -817,16 +817,16 @@ AI void tile_z2(const float *P, size_t nk, const float *const *x, float *C, size
 #undef DECL
     const float *Q = P + nk * MOEQ__PK_ROWS;
     const float *const end = P + (nk & ~(size_t)1) * MOEQ__PK_ROWS;
-    for (; P < end; P += 2 * MOEQ__PK_ROWS, Q += 2 * MOEQ__PK_ROWS) {
-        __m512 p = _mm512_loadu_ps(P), q = _mm512_loadu_ps(Q);
-#define ROW(m)                                                                                     \
+    /* a token's value at x##m[0] into both blocks' chains, panels p and q */
+#define ROW0(m)                                                                                    \
     if (M > m) {                                                                                   \
         const __m512 b_ = _mm512_set1_ps(x##m[0]);                                                 \
         c##m = _mm512_fmadd_ps(p, b_, c##m);                                                       \
         d##m = _mm512_fmadd_ps(q, b_, d##m);                                                       \
     }
-        TILE_TOKENS(ROW)
-#undef ROW
+    for (; P < end; P += 2 * MOEQ__PK_ROWS, Q += 2 * MOEQ__PK_ROWS) {
+        __m512 p = _mm512_loadu_ps(P), q = _mm512_loadu_ps(Q);
+        TILE_TOKENS(ROW0)
         p = _mm512_loadu_ps(P + MOEQ__PK_ROWS);
         q = _mm512_loadu_ps(Q + MOEQ__PK_ROWS);
 #define ROW(m)                                                                                     \
@@ -842,15 +842,9 @@ AI void tile_z2(const float *P, size_t nk, const float *const *x, float *C, size
     }
     if (nk & 1) {
         const __m512 p = _mm512_loadu_ps(P), q = _mm512_loadu_ps(Q);
-#define ROW(m)                                                                                     \
-    if (M > m) {                                                                                   \
-        const __m512 b_ = _mm512_set1_ps(x##m[0]);                                                 \
-        c##m = _mm512_fmadd_ps(p, b_, c##m);                                                       \
-        d##m = _mm512_fmadd_ps(q, b_, d##m);                                                       \
+        TILE_TOKENS(ROW0)
     }
-        TILE_TOKENS(ROW)
-#undef ROW
-    }
+#undef ROW0
 #define ST(m)                                                                                      \
     if (M > m) {                                                                                   \
         _mm512_storeu_ps(C + (size_t)(m)*ldc, c##m);                                               \

@@ -697,6 +697,11 @@ typedef struct moeq__kern {
      * chain in k order, whatever nb is. */
     void (*tile)(const float *P, size_t nk, size_t nb, size_t M, const float *const *x, float *C,
                  size_t ldc, int accumulate);
+    /* How many blocks (1 .. MOEQ__TILE_BLOCKS) the caller should hand this
+     * table's tile per call: the number it runs in one pass over the panels
+     * (more would only make the caller decode panels that wait in L1 while
+     * the first block runs).  Speed only: tile takes any nb. */
+    size_t tile_blocks;
     /* Products of bfloat16 inputs (FP8 activation codes, or bf16 inputs of
      * weight-only layers) and code values, exact in float32: every packed
      * code value kv is a bfloat16 (integers up to 8 bits, E2M1 and NIB

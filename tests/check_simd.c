@@ -745,6 +745,8 @@ START_TEST(test_tile) {
     const moeq__kern *P = &moeq__kern_portable, *S = simd();
     g_rng = 99;
     enum { MT = 25, NB = MOEQ__TILE_BLOCKS };
+    ck_assert(P->tile_blocks >= 1 && P->tile_blocks <= NB);
+    ck_assert(!S || (S->tile_blocks >= 1 && S->tile_blocks <= NB));
     static float panel[NB * 300 * 16], x[MT][300], cp[MT * 16 * NB], cs[MT * 16 * NB];
     for (size_t i = 0; i < NB * 300 * 16; i++) panel[i] = (float)(uni() * 2 - 1);
     const float *xs[MT];

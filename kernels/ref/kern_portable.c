@@ -338,6 +338,7 @@ const moeq__kern moeq__kern_portable = {
     .gemv = gemv,
     .i4_prep = i4_prep,
     .tile = tile,
+    .tile_blocks = 1,
     .panel_bf16 = panel_bf16,
     .tile_bf16 = tile_bf16,
     .gemv_bf16 = gemv_bf16,

@@ -1751,6 +1751,7 @@ const moeq__kern moeq__kern_avx2 = {
     .gemv = gemv,
     .i4_prep = i4_prep,
     .tile = tile,
+    .tile_blocks = 1, /* block by block (tile_blk) */
     .panel_bf16 = panel_bf16,
     .tile_bf16 = tile_bf16,
     .gemv_bf16 = gemv_bf16,

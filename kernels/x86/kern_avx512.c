@@ -1232,6 +1232,7 @@ void moeq__kern_avx512_fill(moeq__kern *t, bool bf16) {
     t->panel_bf16 = panel_bf16;
     t->gemv = gemv;
     t->tile = tile;
+    t->tile_blocks = 2; /* tile_z2 */
     t->idot = idot;
     t->idot_blocks = idot_blocks;
     t->idot_groups = idot_groups;

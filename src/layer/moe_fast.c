@@ -627,15 +627,16 @@ static int32_t item_blocks(const fast *f, size_t M) {
 /* Blocks per kernel call on pj: idot as many as the table runs side by side
  * (idot_blocks), fdot two for more than MOEQ__GEMV_MAX rows (with fewer,
  * the AVX2 fdot runs its blocks one at a time anyway: kern_avx2.c,
- * FDOT_PAIR_M), the float tile two on packed codes (each token's broadcast
- * then serves two blocks' FMAs; the avx512 table's tile_z2), the others
- * (gemv, the bfloat16 path, unpacked weights) one.  codes: the rows are
- * bfloat16 too (proj_block's). */
+ * FDOT_PAIR_M), the float tile on packed codes as many as the table runs
+ * in one pass (tile_blocks: the avx512 table's two, each token's broadcast
+ * serving both blocks' FMAs), the others (gemv, the bfloat16 path,
+ * unpacked weights) one.  codes: the rows are bfloat16 too (proj_block's). */
 static int32_t blocks_per_call(const fast *f, const moeq__proj *pj, size_t M, bool codes) {
     if (f->int8) return (int32_t)f->K->idot_blocks(pj->pk.code, M);
     if (f->fp4) return item_blocks(f, M);
     if (M <= MOEQ__GEMV_MAX || pj->w.kind != MOEQ__QW_PACKED || bf16_block(f, pj, codes)) return 1;
-    return MOEQ__TILE_BLOCKS;
+    const size_t n = f->K->tile_blocks;
+    return (int32_t)(n < 1 ? 1 : n > MOEQ__TILE_BLOCKS ? MOEQ__TILE_BLOCKS : n);
 }
 
 /* ---- the steps ---------------------------------------------------------------------- */

@@ -606,7 +606,7 @@ void moeq__pk_dequant_ref(const moeq__packed *pk, size_t row0, size_t nrows, flo
     }
 #define MOEQ__TILE_MAX    6      /* tokens per register tile of the AVX2 tile and int8 idot */
 #define MOEQ__TILE_Z_MAX  12     /* tokens per register tile of the avx512 tile and tile_bf16 */
-#define MOEQ__TILE_BLOCKS 2      /* most blocks per tile call */
+#define MOEQ__TILE_BLOCKS 2      /* most tile_blocks of a table (callers hold that many panels) */
 #define MOEQ__IDOT_MAX    12     /* tokens per register tile of the avx512 idot */
 #define MOEQ__IDOT_BLOCKS 2      /* most blocks per idot call (idot_blocks) */
 #define MOEQ__FDOT_BLOCKS 2      /* blocks per fdot call in moe_fast.c (any number is valid) */
@@ -689,8 +689,8 @@ typedef struct moeq__kern {
      * x[k] of group g in 8 lanes (k % 8, in k order) added as
      * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).  Bit-identical across tables. */
     void (*i4_prep)(const float *x, size_t cols, size_t gsize, float *out);
-    /* For nb blocks side by side (1 <= nb <= MOEQ__TILE_BLOCKS), block i's
-     * panel at P + i * nk * 16 (panel's layout, nk columns each):
+    /* For nb >= 1 blocks side by side, block i's panel at P + i * nk * 16
+     * (panel's layout, nk columns each):
      * C[m*ldc + 16 i + r] = (accumulate ? C : 0) + sum_{k < nk} x[m][k] *
      * P[i*nk*16 + k*16 + r] for m < M (any number: each table tiles the
      * tokens as its registers allow), each element one fused multiply-add
@@ -700,7 +700,8 @@ typedef struct moeq__kern {
     /* How many blocks (1 .. MOEQ__TILE_BLOCKS) the caller should hand this
      * table's tile per call: the number it runs in one pass over the panels
      * (more would only make the caller decode panels that wait in L1 while
-     * the first block runs).  Speed only: tile takes any nb. */
+     * the first block runs); 0 (a table that does not say, as kern_ab's
+     * old files may be) counts as 1.  Speed only: tile takes any nb. */
     size_t tile_blocks;
     /* Products of bfloat16 inputs (FP8 activation codes, or bf16 inputs of
      * weight-only layers) and code values, exact in float32: every packed

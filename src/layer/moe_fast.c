@@ -635,8 +635,7 @@ static int32_t blocks_per_call(const fast *f, const moeq__proj *pj, size_t M, bo
     if (f->int8) return (int32_t)f->K->idot_blocks(pj->pk.code, M);
     if (f->fp4) return item_blocks(f, M);
     if (M <= MOEQ__GEMV_MAX || pj->w.kind != MOEQ__QW_PACKED || bf16_block(f, pj, codes)) return 1;
-    const size_t n = f->K->tile_blocks;
-    return (int32_t)(n < 1 ? 1 : n > MOEQ__TILE_BLOCKS ? MOEQ__TILE_BLOCKS : n);
+    return f->K->tile_blocks ? (int32_t)f->K->tile_blocks : 1; /* 0: the table does not say */
 }
 
 /* ---- the steps ---------------------------------------------------------------------- */
